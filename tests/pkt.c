@@ -1,0 +1,143 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Minimal IPv4/TCP segment crafting and parsing for the kgate tests.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "pkt.h"
+
+void pkt_put16(uint8_t *p, uint16_t v)
+{
+	p[0] = v >> 8;
+	p[1] = v;
+}
+
+void pkt_put32(uint8_t *p, uint32_t v)
+{
+	p[0] = v >> 24;
+	p[1] = v >> 16;
+	p[2] = v >> 8;
+	p[3] = v;
+}
+
+uint16_t pkt_get16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] << 8 | p[1]);
+}
+
+uint32_t pkt_get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+	       (uint32_t)p[2] << 8 | p[3];
+}
+
+uint16_t pkt_csum(const uint8_t *buf, size_t len, uint32_t sum)
+{
+	size_t i;
+
+	for (i = 0; i + 1 < len; i += 2)
+		sum += pkt_get16(buf + i);
+	if (len & 1)
+		sum += (uint32_t)buf[len - 1] << 8;
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return (uint16_t)~sum;
+}
+
+uint32_t pkt_pseudo4(uint32_t saddr, uint32_t daddr, uint8_t proto,
+		     uint16_t len)
+{
+	return (saddr >> 16) + (saddr & 0xffff) +
+	       (daddr >> 16) + (daddr & 0xffff) + proto + len;
+}
+
+size_t pkt_build4(uint8_t *buf, size_t cap, const struct pkt_tcp *s)
+{
+	size_t thlen = PKT_TCP_HLEN + s->optlen;
+	size_t tot = PKT_IPV4_HLEN + thlen + s->len;
+	uint8_t *ip = buf, *th = buf + PKT_IPV4_HLEN;
+
+	if (s->optlen % 4 || s->optlen > PKT_MAX_OPT || tot > cap ||
+	    tot > 0xffff)
+		return 0;
+
+	memset(buf, 0, PKT_IPV4_HLEN + thlen);
+	ip[0] = 0x45;			/* version 4, IHL 5 */
+	ip[1] = s->tos;
+	pkt_put16(ip + 2, (uint16_t)tot);
+	pkt_put16(ip + 4, s->ip_id);
+	pkt_put16(ip + 6, 0x4000);	/* DF */
+	ip[8] = s->ttl ? s->ttl : 64;
+	ip[9] = 6;			/* TCP */
+	pkt_put32(ip + 12, s->saddr);
+	pkt_put32(ip + 16, s->daddr);
+	pkt_put16(ip + 10, pkt_csum(ip, PKT_IPV4_HLEN, 0));
+
+	pkt_put16(th + 0, s->sport);
+	pkt_put16(th + 2, s->dport);
+	pkt_put32(th + 4, s->seq);
+	pkt_put32(th + 8, s->ack);
+	th[12] = (uint8_t)((thlen / 4) << 4);
+	th[13] = s->flags;
+	pkt_put16(th + 14, s->window);
+	pkt_put16(th + 18, s->urg_ptr);
+	if (s->optlen)
+		memcpy(th + PKT_TCP_HLEN, s->opt, s->optlen);
+	if (s->len)
+		memcpy(th + thlen, s->data, s->len);
+	pkt_put16(th + 16, pkt_csum(th, thlen + s->len,
+				    pkt_pseudo4(s->saddr, s->daddr, 6,
+						(uint16_t)(thlen + s->len))));
+	return tot;
+}
+
+int pkt_parse4(const uint8_t *buf, size_t len, struct pkt_tcp *s)
+{
+	size_t ihl, tot, thlen;
+	const uint8_t *th;
+
+	if (len < PKT_IPV4_HLEN || buf[0] >> 4 != 4)
+		return -1;
+	ihl = (size_t)(buf[0] & 0x0f) * 4;
+	tot = pkt_get16(buf + 2);
+	if (ihl < PKT_IPV4_HLEN || tot > len || tot < ihl + PKT_TCP_HLEN ||
+	    buf[9] != 6 || pkt_csum(buf, ihl, 0) != 0)
+		return -1;
+	if (pkt_get16(buf + 6) & 0x3fff)	/* fragments: not ours */
+		return -1;
+	th = buf + ihl;
+	thlen = (size_t)(th[12] >> 4) * 4;
+	if (thlen < PKT_TCP_HLEN || ihl + thlen > tot)
+		return -1;
+
+	memset(s, 0, sizeof(*s));
+	s->tos = buf[1];
+	s->ip_id = pkt_get16(buf + 4);
+	s->ttl = buf[8];
+	s->saddr = pkt_get32(buf + 12);
+	s->daddr = pkt_get32(buf + 16);
+	if (pkt_csum(th, tot - ihl,
+		     pkt_pseudo4(s->saddr, s->daddr, 6,
+				 (uint16_t)(tot - ihl))) != 0)
+		return -1;
+	s->sport = pkt_get16(th);
+	s->dport = pkt_get16(th + 2);
+	s->seq = pkt_get32(th + 4);
+	s->ack = pkt_get32(th + 8);
+	s->flags = th[13];
+	s->window = pkt_get16(th + 14);
+	s->urg_ptr = pkt_get16(th + 18);
+	s->opt = th + PKT_TCP_HLEN;
+	s->optlen = thlen - PKT_TCP_HLEN;
+	s->data = th + thlen;
+	s->len = tot - ihl - thlen;
+	return 0;
+}
+
+const char *pkt_addr4(uint32_t addr, char *buf)
+{
+	snprintf(buf, 16, "%u.%u.%u.%u", addr >> 24, (addr >> 16) & 0xff,
+		 (addr >> 8) & 0xff, addr & 0xff);
+	return buf;
+}

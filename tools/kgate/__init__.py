@@ -1,0 +1,1 @@
+"""kgate: cross-architecture kernel regression gate (tooling)."""

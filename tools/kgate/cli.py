@@ -1,0 +1,46 @@
+"""kgate command line."""
+import argparse
+import sys
+
+from . import kernel
+from .common import VARIANTS, KgateError, load_targets, log
+
+
+def cmd_list(args):
+    for name, row in load_targets().items():
+        print(f"{name:10} {row['qemu']:22} {row['machine']:10} {row['endian']}-endian {row['bits']}-bit")
+    return 0
+
+
+def cmd_kernel(args):
+    for variant in args.variant or VARIANTS:
+        path = kernel.build(args.target, variant, jobs=args.jobs, force=args.force)
+        print(path)
+    return 0
+
+
+def parser():
+    p = argparse.ArgumentParser(prog="kgate", description="Cross-architecture kernel regression gate tooling.")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("list", help="print the targets")
+    s.set_defaults(func=cmd_list)
+    s = sub.add_parser("kernel", help="build (or reuse) the kernels of a target")
+    s.add_argument("target")
+    s.add_argument("--variant", action="append", choices=VARIANTS,
+                   help="variant to build (repeatable; default: all)")
+    s.add_argument("-j", "--jobs", type=int, help="parallel make jobs (default: cores + 1)")
+    s.add_argument("--force", action="store_true", help="rebuild even if the cached image matches")
+    s.set_defaults(func=cmd_kernel)
+    return p
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except KgateError as e:
+        log(f"kgate: error: {e}")
+        return 2
+    except KeyboardInterrupt:
+        log("kgate: interrupted")
+        return 130

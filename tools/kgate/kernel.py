@@ -1,0 +1,246 @@
+"""Build a kernel per (target, variant) from Debian's linux-source-6.1.
+
+Layout under build/:
+  src/pristine/              the extracted Debian tree (never modified)
+  src/<variant>/             hard-linked copy with the variant's patches
+  src/<variant>/o-<target>/  out-of-tree build directory (a direct child
+                             of the source tree, so kbuild uses relative
+                             paths and ccache hits across variants)
+  kernels/<target>/<variant>/ image, config and the cache key
+"""
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import time
+
+from .common import (BUILD, TOP, KgateError, atomic_copy, atomic_write, check_variant,
+                     log, need_tools, read_text, run_logged, target, tool_version)
+
+SOURCE_TARBALL = os.environ.get("KGATE_KERNEL_TARBALL", "/usr/src/linux-source-6.1.tar.xz")
+KERNEL_DIR = os.path.join(TOP, "kernel")
+# Bump when the way kernels are built changes, so cached images are redone.
+BUILD_RECIPE = "2"
+
+
+def series(kind):
+    """Return the patch files listed in kernel/<kind>/series, in order."""
+    base = os.path.join(KERNEL_DIR, kind)
+    text = read_text(os.path.join(base, "series"))
+    if text is None:
+        raise KgateError(f"missing {base}/series")
+    out = []
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        path = os.path.join(base, line)
+        if not os.path.isfile(path):
+            raise KgateError(f"{base}/series names {line}, which does not exist")
+        out.append(path)
+    return out
+
+
+def variant_patches(variant):
+    check_variant(variant)
+    patches = series("patches")
+    if variant == "known-bad":
+        patches += series("regressions")
+    return patches
+
+
+def fragments(tgt):
+    paths = [os.path.join(KERNEL_DIR, "configs", "base.config"),
+             os.path.join(KERNEL_DIR, "configs", f"{tgt['name']}.config")]
+    for p in paths:
+        if not os.path.isfile(p):
+            raise KgateError(f"missing config fragment {p}")
+    return paths
+
+
+def _hash_files(h, paths):
+    for p in paths:
+        h.update(os.path.relpath(p, TOP).encode() + b"\0")
+        with open(p, "rb") as f:
+            h.update(f.read())
+        h.update(b"\0")
+
+
+def source_id():
+    st = os.stat(SOURCE_TARBALL)
+    return f"{os.path.basename(SOURCE_TARBALL)}:{st.st_size}:{int(st.st_mtime)}"
+
+
+def tree_key(variant):
+    h = hashlib.sha256()
+    h.update(source_id().encode())
+    _hash_files(h, variant_patches(variant))
+    return h.hexdigest()
+
+
+def cache_key(tgt, variant):
+    h = hashlib.sha256()
+    h.update(f"recipe {BUILD_RECIPE}\n".encode())
+    h.update(tree_key(variant).encode())
+    _hash_files(h, fragments(tgt))
+    h.update(tool_version(tgt["cross_compile"] + "gcc").encode())
+    h.update(tgt["name"].encode())
+    return h.hexdigest()
+
+
+def out_dir(tgt_name, variant):
+    return os.path.join(BUILD, "kernels", tgt_name, variant)
+
+
+def image_path(tgt_name, variant):
+    return os.path.join(out_dir(tgt_name, variant), "image")
+
+
+def _pristine():
+    dst = os.path.join(BUILD, "src", "pristine")
+    stamp = os.path.join(dst, ".kgate-source")
+    if read_text(stamp) == source_id():
+        return dst
+    if not os.path.isfile(SOURCE_TARBALL):
+        raise KgateError(f"{SOURCE_TARBALL} not found (install linux-source-6.1: 'make deps')")
+    tmp = dst + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.rmtree(dst, ignore_errors=True)
+    os.makedirs(tmp)
+    log(f"[kernel] extracting {SOURCE_TARBALL}")
+    subprocess.run(["tar", "-xf", SOURCE_TARBALL, "-C", tmp, "--strip-components=1"], check=True)
+    atomic_write(os.path.join(tmp, ".kgate-source"), source_id())
+    os.replace(tmp, dst)
+    return dst
+
+
+def prepare_tree(variant):
+    """Return a source tree with the variant's patches applied."""
+    key = tree_key(variant)
+    dst = os.path.join(BUILD, "src", variant)
+    stamp = os.path.join(dst, ".kgate-tree")
+    if read_text(stamp) == key:
+        return dst
+    pristine = _pristine()
+    tmp = dst + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.rmtree(dst, ignore_errors=True)
+    # Hard links cost no space; GNU patch writes a new file for each file
+    # it changes, so the pristine tree is never modified.
+    subprocess.run(["cp", "-al", pristine, tmp], check=True)
+    for p in variant_patches(variant):
+        log(f"[kernel] {variant}: applying {os.path.relpath(p, TOP)}")
+        r = subprocess.run(["patch", "-p1", "--forward", "--no-backup-if-mismatch", "-s", "-i", p],
+                           cwd=tmp, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise KgateError(f"{os.path.relpath(p, TOP)} does not apply to {source_id()}:\n"
+                             f"{r.stdout}{r.stderr}")
+    atomic_write(os.path.join(tmp, ".kgate-tree"), key)
+    os.replace(tmp, dst)
+    return dst
+
+
+def parse_fragment(path):
+    """Return {CONFIG_X: value or None for 'is not set'}."""
+    want = {}
+    for line in read_text(path).splitlines():
+        line = line.strip()
+        m = re.match(r"^(CONFIG_[A-Za-z0-9_]+)=(.*)$", line)
+        if m:
+            want[m.group(1)] = m.group(2)
+            continue
+        m = re.match(r"^# (CONFIG_[A-Za-z0-9_]+) is not set$", line)
+        if m:
+            want[m.group(1)] = None
+    return want
+
+
+def parse_config(text):
+    have = {}
+    for line in text.splitlines():
+        m = re.match(r"^(CONFIG_[A-Za-z0-9_]+)=(.*)$", line)
+        if m:
+            have[m.group(1)] = m.group(2)
+    return have
+
+
+def verify_config(config_text, fragment_paths):
+    """Every fragment line must be in the final config; return the misses."""
+    have = parse_config(config_text)
+    misses = []
+    for frag in fragment_paths:
+        for sym, val in parse_fragment(frag).items():
+            got = have.get(sym)
+            if got != val:
+                misses.append(f"{os.path.basename(frag)}: {sym}="
+                              f"{'n' if val is None else val}, got {'n' if got is None else got}")
+    return misses
+
+
+def make_env():
+    env = dict(os.environ)
+    env.setdefault("CCACHE_DIR", os.path.join(BUILD, "ccache"))
+    env.setdefault("CCACHE_MAXSIZE", "5G")
+    env["CCACHE_NOHASHDIR"] = "1"
+    # Reproducible banners: the same inputs give the same objects.
+    env["KBUILD_BUILD_TIMESTAMP"] = "Thu Jan  1 00:00:00 UTC 1970"
+    env["KBUILD_BUILD_USER"] = "kgate"
+    env["KBUILD_BUILD_HOST"] = "kgate"
+    env["KBUILD_BUILD_VERSION"] = "1"
+    env["LC_ALL"] = "C"
+    return env
+
+
+def build(tgt_name, variant, jobs=None, force=False):
+    """Build (or reuse) the kernel for tgt_name/variant; return its image path."""
+    tgt = target(tgt_name)
+    check_variant(variant)
+    cross = tgt["cross_compile"]
+    need_tools(["make", "ccache", "flex", "bison", "bc", "patch", cross + "gcc"])
+    key = cache_key(tgt, variant)
+    out = out_dir(tgt_name, variant)
+    if not force and read_text(os.path.join(out, "key")) == key and os.path.isfile(image_path(tgt_name, variant)):
+        log(f"[kernel {tgt_name}/{variant}] up to date ({key[:12]})")
+        return image_path(tgt_name, variant)
+
+    start = time.monotonic()
+    src = prepare_tree(variant)
+    objname = f"o-{tgt_name}"
+    obj = os.path.join(src, objname)
+    os.makedirs(obj, exist_ok=True)
+    jobs = jobs or (os.cpu_count() or 1) + 1
+    label = f"kernel {tgt_name}/{variant}"
+    logpath = os.path.join(BUILD, "logs", f"kernel-{tgt_name}-{variant}.log")
+    if os.path.exists(logpath):
+        os.unlink(logpath)
+    env = make_env()
+    mk = ["make", f"O={objname}", f"ARCH={tgt['kernel_arch']}", f"CROSS_COMPILE={cross}",
+          f"CC=ccache {cross}gcc", "HOSTCC=ccache gcc"]
+    frags = fragments(tgt)
+    log(f"[{label}] configuring (log: {os.path.relpath(logpath, TOP)})")
+    run_logged(mk + ["tinyconfig"], logpath, label, cwd=src, env=env)
+    run_logged([os.path.join(src, "scripts/kconfig/merge_config.sh"), "-m", "-O", obj,
+                os.path.join(obj, ".config")] + frags, logpath, label, cwd=src, env=env)
+    run_logged(mk + ["olddefconfig"], logpath, label, cwd=src, env=env)
+    config_text = read_text(os.path.join(obj, ".config"))
+    misses = verify_config(config_text, frags)
+    if misses:
+        raise KgateError(f"[{label}] config fragment lines that did not stick:\n  " + "\n  ".join(misses))
+    log(f"[{label}] building with -j{jobs}")
+    run_logged(mk + [f"-j{jobs}", os.path.basename(tgt["image"])], logpath, label,
+               cwd=src, env=env, count_prefix="  CC")
+    built = os.path.join(obj, tgt["image"])
+    if not os.path.isfile(built):
+        raise KgateError(f"[{label}] build finished but {built} is missing")
+    # Image and config first, key last: a present key means a whole output.
+    keyfile = os.path.join(out, "key")
+    if os.path.exists(keyfile):
+        os.unlink(keyfile)
+    atomic_copy(built, image_path(tgt_name, variant))
+    atomic_copy(os.path.join(obj, ".config"), os.path.join(out, "config"))
+    secs = time.monotonic() - start
+    atomic_write(os.path.join(out, "build-seconds"), f"{secs:.1f}\n")
+    atomic_write(keyfile, key)
+    log(f"[{label}] done in {secs:.0f}s")
+    return image_path(tgt_name, variant)
