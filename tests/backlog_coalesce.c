@@ -291,10 +291,33 @@ static int setup_listener(struct env *e)
 	return listen(e->lfd, 16);
 }
 
+/*
+ * Map a fresh, never touched page and register it, so that the next
+ * copy into it faults. (A new mapping rather than MADV_DONTNEED: tiny
+ * kernels are often built without madvise().)
+ */
+static int arm_page(struct env *e)
+{
+	struct uffdio_register reg;
+
+	if (e->page && munmap(e->page, e->pagesz))
+		return -1;
+	e->page = mmap(NULL, e->pagesz, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (e->page == MAP_FAILED) {
+		e->page = NULL;
+		return -1;
+	}
+	memset(&reg, 0, sizeof(reg));
+	reg.range.start = (unsigned long)e->page;
+	reg.range.len = e->pagesz;
+	reg.mode = UFFDIO_REGISTER_MODE_MISSING;
+	return ioctl(e->uffd, UFFDIO_REGISTER, &reg);
+}
+
 static int setup_uffd(struct env *e)
 {
 	struct uffdio_api api = { .api = UFFD_API };
-	struct uffdio_register reg;
 	int dev;
 
 	e->uffd = (int)syscall(__NR_userfaultfd, O_CLOEXEC | O_NONBLOCK);
@@ -311,15 +334,7 @@ static int setup_uffd(struct env *e)
 	if (ioctl(e->uffd, UFFDIO_API, &api))
 		return -1;
 	e->pagesz = sysconf(_SC_PAGESIZE);
-	e->page = mmap(NULL, e->pagesz, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (e->page == MAP_FAILED)
-		return -1;
-	memset(&reg, 0, sizeof(reg));
-	reg.range.start = (unsigned long)e->page;
-	reg.range.len = e->pagesz;
-	reg.mode = UFFDIO_REGISTER_MODE_MISSING;
-	return ioctl(e->uffd, UFFDIO_REGISTER, &reg);
+	return 0;
 }
 
 /* Write one segment from the peer to the kernel. */
@@ -509,12 +524,6 @@ static void resolve_fault(struct env *e)
 		diag("UFFDIO_COPY: %s", strerror(errno));
 }
 
-/* Drop the page again so the next recv() faults on it. */
-static void rearm_fault(struct env *e)
-{
-	madvise(e->page, e->pagesz, MADV_DONTNEED);
-}
-
 static int join_receiver(struct receiver *rx, int ms)
 {
 	struct timespec ts;
@@ -547,14 +556,16 @@ static enum verdict run_held(struct env *e, struct conn *c,
 			     const struct seg *segs, int nsegs,
 			     struct held *h, struct result *r)
 {
-	struct receiver rx = { .fd = c->fd, .buf = e->page };
+	struct receiver rx = { .fd = c->fd };
 	int i, rc;
 
 	memset(h, 0, sizeof(*h));
+	if (arm_page(e))
+		return set_result(r, V_FAIL, "userfaultfd page: %s", strerror(errno));
+	rx.buf = e->page;
 	if (peer_send_stream(e, c, PKT_ACK | PKT_PSH, PRIME_LEN))
 		return set_result(r, V_FAIL, "writing to tun: %s", strerror(errno));
 	peer_drain(e, c, 0);
-	rearm_fault(e);
 	if (pthread_create(&rx.thread, NULL, receiver_main, &rx))
 		return set_result(r, V_FAIL, "pthread_create failed");
 

@@ -2,13 +2,23 @@
 import argparse
 import sys
 
-from . import kernel
+from . import kernel, rootfs
 from .common import VARIANTS, KgateError, load_targets, log
 
 
 def cmd_list(args):
     for name, row in load_targets().items():
         print(f"{name:10} {row['qemu']:22} {row['machine']:10} {row['endian']}-endian {row['bits']}-bit")
+    return 0
+
+
+def cmd_packages(args):
+    pkgs = []
+    for row in load_targets().values():
+        for key in ("gcc_package", "libc_package", "qemu_package"):
+            if row.get(key) and row[key] not in pkgs:
+                pkgs.append(row[key])
+    print(" ".join(pkgs))
     return 0
 
 
@@ -19,11 +29,18 @@ def cmd_kernel(args):
     return 0
 
 
+def cmd_rootfs(args):
+    print(rootfs.build(args.target, jobs=args.jobs, force=args.force))
+    return 0
+
+
 def parser():
     p = argparse.ArgumentParser(prog="kgate", description="Cross-architecture kernel regression gate tooling.")
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("list", help="print the targets")
     s.set_defaults(func=cmd_list)
+    s = sub.add_parser("packages", help="print the Debian packages the targets need")
+    s.set_defaults(func=cmd_packages)
     s = sub.add_parser("kernel", help="build (or reuse) the kernels of a target")
     s.add_argument("target")
     s.add_argument("--variant", action="append", choices=VARIANTS,
@@ -31,6 +48,11 @@ def parser():
     s.add_argument("-j", "--jobs", type=int, help="parallel make jobs (default: cores + 1)")
     s.add_argument("--force", action="store_true", help="rebuild even if the cached image matches")
     s.set_defaults(func=cmd_kernel)
+    s = sub.add_parser("rootfs", help="build (or reuse) the initramfs of a target")
+    s.add_argument("target")
+    s.add_argument("-j", "--jobs", type=int, help="parallel make jobs (default: cores + 1)")
+    s.add_argument("--force", action="store_true", help="rebuild even if the cached initramfs matches")
+    s.set_defaults(func=cmd_rootfs)
     return p
 
 

@@ -1,0 +1,43 @@
+#!/bin/sh
+# Install every Debian package kgate uses; idempotent. Run as root on
+# Debian 12 (bookworm). Cross toolchains and QEMU come from targets.yaml.
+set -eu
+cd "$(dirname "$0")/.."
+
+if [ "$(id -u)" != 0 ]; then
+	echo "deps: must run as root (apt-get)" >&2
+	exit 1
+fi
+
+# deb-src entries, so that 'apt-get source busybox' works. Mirror the
+# deb822 sources the machine already has, only with Types: deb-src.
+src=/etc/apt/sources.list.d/kgate-deb-src.sources
+if ! grep -rqs '^Types:.*deb-src\|^deb-src ' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+	if [ -f /etc/apt/sources.list.d/debian.sources ]; then
+		sed -n 's/^Types:.*/Types: deb-src/p; /^\(URIs\|Suites\|Components\|Signed-By\):/p; /^$/p' \
+			/etc/apt/sources.list.d/debian.sources > "$src.tmp"
+	else
+		cat > "$src.tmp" <<'SRC'
+Types: deb-src
+URIs: http://deb.debian.org/debian
+Suites: bookworm bookworm-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+	fi
+	mv "$src.tmp" "$src"
+	echo "deps: added deb-src entries in $src"
+fi
+
+pkgs="linux-source-6.1 make gcc libc6-dev flex bison bc libelf-dev libssl-dev
+ccache cpio gzip xz-utils patch perl dpkg-dev iproute2
+python3-jinja2 python3-yaml lava-dispatcher"
+
+apt-get update -qq
+# --no-install-recommends: lava-dispatcher recommends ~1.8 GB (a host
+# kernel, libguestfs) that a QEMU tmpfs job with cpio overlays never uses.
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $pkgs
+# Per target: cross compiler, its libc, QEMU (python3-yaml is in now).
+tpkgs=$(/usr/bin/python3 tools/kgate.py packages)
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $tpkgs
+echo "deps: ready: $(echo $pkgs $tpkgs | tr '\n' ' ')"
