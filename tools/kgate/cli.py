@@ -2,8 +2,11 @@
 import argparse
 import sys
 
-from . import kernel, rootfs
-from .common import VARIANTS, KgateError, load_targets, log
+import os
+
+from . import kernel, results, rootfs
+from . import run as runner
+from .common import TOP, VARIANTS, KgateError, load_targets, log
 
 
 def cmd_list(args):
@@ -34,6 +37,27 @@ def cmd_rootfs(args):
     return 0
 
 
+def cmd_run(args):
+    names = args.target or list(load_targets())
+    doc, run_dir = runner.run(names, args.variant or VARIANTS, parallel=args.parallel, jobs=args.jobs)
+    print(results.matrix(doc["jobs"]))
+    print()
+    print(f"Gate: {doc['verdict'].upper()}: {doc['summary']}")
+    print(f"Results: {os.path.relpath(os.path.join(run_dir, 'results.json'), TOP)}")
+    return doc["exit_code"]
+
+
+def cmd_matrix(args):
+    path = args.results or os.path.join(runner.RUNS, "latest", "results.json")
+    if not os.path.isfile(path):
+        raise KgateError(f"no results at {path}: run 'make run' first")
+    doc = results.load(path)
+    print(results.matrix(doc["jobs"]))
+    print()
+    print(f"Gate: {doc['verdict'].upper()}: {doc['summary']}")
+    return doc["exit_code"]
+
+
 def parser():
     p = argparse.ArgumentParser(prog="kgate", description="Cross-architecture kernel regression gate tooling.")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -53,6 +77,18 @@ def parser():
     s.add_argument("-j", "--jobs", type=int, help="parallel make jobs (default: cores + 1)")
     s.add_argument("--force", action="store_true", help="rebuild even if the cached initramfs matches")
     s.set_defaults(func=cmd_rootfs)
+    s = sub.add_parser("run", help="build what is missing and run the jobs locally with lava-run",
+                       description="Exit status: 0 gate passed, 1 regression (or the known-bad "
+                       "control was missed), 3 infrastructure failure, 4 inconclusive, 2 usage.")
+    s.add_argument("target", nargs="*", help="targets (default: all; see 'list')")
+    s.add_argument("--variant", action="append", choices=VARIANTS,
+                   help="variant to run (repeatable; default: all)")
+    s.add_argument("-p", "--parallel", type=int, default=2, help="jobs at once (default: 2)")
+    s.add_argument("-j", "--jobs", type=int, help="parallel make jobs (default: cores + 1)")
+    s.set_defaults(func=cmd_run)
+    s = sub.add_parser("matrix", help="print the matrix of a run (default: the latest)")
+    s.add_argument("results", nargs="?", help="a results.json")
+    s.set_defaults(func=cmd_matrix)
     return p
 
 

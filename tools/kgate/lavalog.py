@@ -1,5 +1,5 @@
 """Read what lava-run wrote: its log is YAML lines on stderr, one dict per
-line ('- {"dt": ..., "lvl": ..., "msg": ...}'); test results appear only
+line ('{"dt": ..., "lvl": ..., "msg": ...}'); test results appear only
 in 'lvl: results' lines."""
 import yaml
 
@@ -10,12 +10,17 @@ except ImportError:  # pragma: no cover
 
 
 def parse_lines(text):
-    """Yield the log entries (dicts); lines that are not entries are skipped."""
+    """Yield the log entries (dicts); lines that are not entries are skipped.
+
+    lava-run writes '{...}' lines; a server's job log has '- {...}'.
+    """
     for line in text.splitlines():
-        if not line.startswith("- {"):
+        if line.startswith("- {"):
+            line = line[2:]
+        elif not line.startswith("{"):
             continue
         try:
-            entry = yaml.load(line[2:], Loader=_Loader)
+            entry = yaml.load(line, Loader=_Loader)
         except yaml.YAMLError:
             continue  # a truncated last line, for example
         if isinstance(entry, dict):

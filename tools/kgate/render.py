@@ -34,10 +34,13 @@ def qemu_extra(tgt):
 
 
 def kernel_cmdline(tgt):
-    # quiet: printk lines on the console can break LAVA's test signals.
-    # No panic=: with -no-reboot a panic stops the guest, and LAVA ends
-    # the job on the panic text instead of waiting in a reboot loop.
-    return f"console={tgt['console']} rdinit=/init quiet"
+    # Full boot messages: LAVA waits for "Linux version" (a KERN_NOTICE
+    # line) to know the kernel started. The guest's rcS then lowers the
+    # console log level, since printk lines during the tests can break
+    # LAVA's test signals. No panic=: with -no-reboot a panic stops the
+    # guest and LAVA ends the job on the panic text, where panic=-1
+    # would make it wait out the boot timeout in a reboot loop.
+    return f"console={tgt['console']} rdinit=/init"
 
 
 def job_values(tgt, variant, kernel, rootfs, **overrides):

@@ -1,0 +1,135 @@
+"""Verdicts, results.json and the matrix printed on the terminal."""
+import json
+import os
+
+from .common import atomic_write
+
+# What the guest reports for each job (tests/backlog_coalesce --list,
+# plus the runner's own '<program>-run' case). A unit test keeps this
+# in step with the program.
+GUEST_CASES = ["data_data", "data_fin", "data_rst"]
+RUN_CASE = "backlog_coalesce-run"
+# The cases the known-bad kernel must fail for the gate to count as
+# having caught the Linux 5.0 regression.
+KNOWN_BAD_MUST_FAIL = ["data_fin", "data_rst"]
+SCHEMA_VERSION = 1
+
+# Job verdicts
+PASS = "pass"                  # fixed kernel: every case passed
+REGRESSION = "regression"      # fixed kernel: a case failed
+INCONCLUSIVE = "inconclusive"  # a case could not prove it ran the path
+INFRA = "infrastructure"       # job incomplete, guest broken, results missing
+CAUGHT = "caught"              # known-bad kernel: the regression was caught
+MISSED = "missed"              # known-bad kernel passed: the gate is blind
+
+EXIT_CODES = {PASS: 0, REGRESSION: 1, MISSED: 1, INFRA: 3, INCONCLUSIVE: 4}
+
+
+def job_verdict(variant, health, cases):
+    """Return (verdict, reason) for one job from its health and cases."""
+    by_name = {c["case"]: c["result"] for c in cases}
+    missing = [c for c in GUEST_CASES + [RUN_CASE] if c not in by_name]
+    if health != "complete":
+        return INFRA, "job incomplete"
+    if by_name.get(RUN_CASE) == "fail":
+        return INFRA, "the test program crashed or reported fewer cases than planned"
+    if missing:
+        return INFRA, f"results missing: {', '.join(missing)}"
+    failed = [c for c in GUEST_CASES if by_name[c] == "fail"]
+    skipped = [c for c in GUEST_CASES if by_name[c] == "skip"]
+    if variant == "known-bad":
+        must = [c for c in KNOWN_BAD_MUST_FAIL if by_name[c] != "fail"]
+        if not must:
+            return CAUGHT, f"failed as expected: {', '.join(failed)}"
+        if any(by_name[c] == "skip" for c in must):
+            return INCONCLUSIVE, f"inconclusive: {', '.join(c for c in must if by_name[c] == 'skip')}"
+        return MISSED, f"known-bad kernel passed {', '.join(must)}: the gate did not see the bug"
+    if failed:
+        return REGRESSION, f"failed: {', '.join(failed)}"
+    if skipped:
+        return INCONCLUSIVE, f"inconclusive: {', '.join(skipped)}"
+    return PASS, "all cases passed"
+
+
+def run_verdict(jobs):
+    """Return (verdict, exit code, summary) for a whole run."""
+    if not jobs:
+        return INFRA, EXIT_CODES[INFRA], "no jobs ran"
+    worst = PASS
+    order = [PASS, INCONCLUSIVE, INFRA, REGRESSION, MISSED]
+    for j in jobs:
+        v = j["verdict"]
+        v = PASS if v == CAUGHT else v
+        if order.index(v) > order.index(worst):
+            worst = v
+    fixed = [j for j in jobs if j["variant"] == "fixed"]
+    bad = [j for j in jobs if j["variant"] == "known-bad"]
+    parts = []
+    if fixed:
+        parts.append(f"fixed kernel passed on {sum(j['verdict'] == PASS for j in fixed)}/{len(fixed)} targets")
+    if bad:
+        parts.append(f"known-bad control caught on {sum(j['verdict'] == CAUGHT for j in bad)}/{len(bad)} targets")
+    return worst, EXIT_CODES[worst], "; ".join(parts)
+
+
+def flat_results(jobs):
+    rows = []
+    for j in jobs:
+        for c in j["cases"]:
+            rows.append({
+                "arch": j["target"], "variant": j["variant"], "case": c["case"],
+                "result": c["result"], "measurement": c.get("measurement"),
+                "units": c.get("units"), "kernel_sha256": j["kernel_sha256"],
+                "rootfs_sha256": j["rootfs_sha256"],
+            })
+    return rows
+
+
+def write_json(path, run_id, started, finished, jobs):
+    verdict, code, summary = run_verdict(jobs)
+    doc = {
+        "schema": SCHEMA_VERSION,
+        "run": run_id,
+        "started": started,
+        "finished": finished,
+        "verdict": verdict,
+        "exit_code": code,
+        "summary": summary,
+        "jobs": jobs,
+        "results": flat_results(jobs),
+    }
+    atomic_write(path, json.dumps(doc, indent=2, sort_keys=False) + "\n")
+    return doc
+
+
+def matrix(jobs):
+    """Return the matrix as text: one row per job, one column per case."""
+    cols = GUEST_CASES + [RUN_CASE]
+    heads = ["target", "variant"] + [c.replace("backlog_coalesce-", "") for c in cols] + ["verdict"]
+    rows = []
+    for j in jobs:
+        by_name = {c["case"]: c["result"] for c in j["cases"]}
+        cells = []
+        for c in cols:
+            r = by_name.get(c, "-")
+            cells.append(r.upper() if r == "fail" else r)
+        verdict = j["verdict"].upper() if j["verdict"] not in (PASS, CAUGHT) else j["verdict"]
+        if j["verdict"] == CAUGHT:
+            verdict = "caught (expected failures)"
+        rows.append([j["target"], j["variant"]] + cells + [verdict])
+    widths = [max(len(str(r[i])) for r in [heads] + rows) for i in range(len(heads))]
+    out = ["  ".join(h.ljust(w) for h, w in zip(heads, widths))]
+    out.append("  ".join("-" * w for w in widths))
+    for r in rows:
+        out.append("  ".join(str(c).ljust(w) for c, w in zip(r, widths)))
+    return "\n".join(line.rstrip() for line in out)
+
+
+def load(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def latest_dir(runs_dir):
+    link = os.path.join(runs_dir, "latest")
+    return os.path.realpath(link) if os.path.exists(link) else None

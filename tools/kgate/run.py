@@ -1,0 +1,148 @@
+"""Build what is missing, run the jobs locally with lava-run, collect the
+results into a per-run folder and print the matrix."""
+import concurrent.futures
+import datetime
+import fcntl
+import os
+import shutil
+import subprocess
+import threading
+import time
+
+from . import kernel, lavalog, render, results, rootfs
+from .common import (BUILD, TOP, VARIANTS, KgateError, atomic_write, check_variant, log,
+                     need_tools, sha256_file, target)
+
+RUNS = os.path.join(BUILD, "runs")
+DISPATCHER = os.path.join(TOP, "templates", "dispatcher.yaml")
+_job_ids = iter(range(1, 1 << 30))
+_job_id_lock = threading.Lock()
+
+
+class RunLock:
+    """One run at a time: a second one fails at once with a clear error."""
+
+    def __init__(self):
+        self.path = os.path.join(BUILD, "run.lock")
+        self.f = None
+
+    def __enter__(self):
+        os.makedirs(BUILD, exist_ok=True)
+        self.f = open(self.path, "a+")
+        try:
+            fcntl.flock(self.f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.f.seek(0)
+            holder = self.f.read().strip() or "?"
+            self.f.close()
+            raise KgateError(f"another kgate run is in progress (pid {holder}); "
+                             f"wait for it or stop it") from None
+        self.f.seek(0)
+        self.f.truncate()
+        self.f.write(f"{os.getpid()}\n")
+        self.f.flush()
+        return self
+
+    def __exit__(self, *exc):
+        self.f.close()
+
+
+def artifacts(tgt_name, variants, jobs=None):
+    """Build (or reuse) kernels and initramfs; return {variant: {...}}."""
+    out = {}
+    rfs = rootfs.build(tgt_name, jobs=jobs)
+    rfs_art = {"url": "file://" + rfs, "sha256": sha256_file(rfs), "path": rfs}
+    for v in variants:
+        img = kernel.build(tgt_name, v, jobs=jobs)
+        out[v] = {"kernel": {"url": "file://" + img, "sha256": sha256_file(img), "path": img},
+                  "rootfs": rfs_art}
+    return out
+
+
+def run_job(job_path, device_path, outdir, timeout):
+    """Run one job with lava-run; return (parsed results, seconds)."""
+    with _job_id_lock:
+        job_id = next(_job_ids)
+    logpath = os.path.join(outdir, "lava.log")
+    tmp = os.path.join(outdir, "lava-run")
+    shutil.rmtree(tmp, ignore_errors=True)
+    cmd = ["lava-run", "--job-id", str(job_id), "--output-dir", tmp, "--device", device_path,
+           "--dispatcher", DISPATCHER, job_path]
+    start = time.monotonic()
+    with open(logpath, "w", encoding="utf-8") as logf:
+        try:
+            subprocess.run(cmd, stdout=logf, stderr=subprocess.STDOUT, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            logf.write('{"lvl": "error", "msg": "kgate: lava-run exceeded its %ds limit"}\n' % timeout)
+    secs = time.monotonic() - start
+    shutil.rmtree(tmp, ignore_errors=True)
+    with open(logpath, encoding="utf-8", errors="replace") as f:
+        parsed = lavalog.parse(f.read())
+    return parsed, secs
+
+
+def new_run_dir():
+    os.makedirs(RUNS, exist_ok=True)
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    path = os.path.join(RUNS, stamp)
+    n = 1
+    while os.path.exists(path):
+        n += 1
+        path = os.path.join(RUNS, f"{stamp}-{n}")
+    os.makedirs(path)
+    return path
+
+
+def _point_latest(run_dir):
+    link = os.path.join(RUNS, "latest")
+    tmp = link + f".tmp{os.getpid()}"
+    os.symlink(os.path.basename(run_dir), tmp)
+    os.replace(tmp, link)
+
+
+def run(target_names, variants=VARIANTS, parallel=1, jobs=None, job_timeout=900):
+    """Run the matrix for target_names x variants; return (doc, run_dir)."""
+    for v in variants:
+        check_variant(v)
+    tgts = [target(t) for t in target_names]
+    need_tools(["lava-run"], "install lava-dispatcher: 'make deps'")
+    if os.geteuid() != 0:
+        raise KgateError("lava-run needs root (it manages QEMU and /var/lib/lava)")
+    with RunLock():
+        started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        todo = []
+        for tgt in tgts:
+            arts = artifacts(tgt["name"], variants, jobs=jobs)
+            paths = render.write_local(tgt["name"], arts)
+            for v in variants:
+                todo.append((tgt["name"], v, paths[v], render.device_path(tgt["name"]), arts[v]))
+        run_dir = new_run_dir()
+        log(f"[run] {len(todo)} jobs, {parallel} at a time; results in {os.path.relpath(run_dir, TOP)}")
+        done = []
+
+        def one(item):
+            name, v, job_path, dev, art = item
+            outdir = os.path.join(run_dir, f"{name}-{v}")
+            os.makedirs(outdir)
+            shutil.copy(job_path, os.path.join(outdir, "job.yaml"))
+            log(f"[run] start  {name}/{v}")
+            parsed, secs = run_job(job_path, dev, outdir, job_timeout)
+            verdict, reason = results.job_verdict(v, parsed["health"], parsed["cases"])
+            log(f"[run] end    {name}/{v}: {verdict} ({reason}) in {secs:.1f}s")
+            return {
+                "target": name, "variant": v, "verdict": verdict, "reason": reason,
+                "health": parsed["health"], "errors": parsed["errors"],
+                "seconds": round(secs, 1), "cases": parsed["cases"],
+                "kernel_sha256": art["kernel"]["sha256"], "rootfs_sha256": art["rootfs"]["sha256"],
+                "log": os.path.join(f"{name}-{v}", "lava.log"),
+            }
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+            for job in pool.map(one, todo):
+                done.append(job)
+        finished = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        doc = results.write_json(os.path.join(run_dir, "results.json"), os.path.basename(run_dir),
+                                 started, finished, done)
+        atomic_write(os.path.join(run_dir, "matrix.txt"), results.matrix(done) + "\n")
+        _point_latest(run_dir)
+    return doc, run_dir
