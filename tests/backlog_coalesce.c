@@ -59,6 +59,7 @@
 #define SEG_A_LEN	300	/* first backlog segment */
 #define SEG_B_LEN	100	/* fits A's spare room: it can be merged */
 #define STREAM_MAX	4096
+#define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
 /* What the kernel already processed shows up at once after release. */
 #define SETTLE_MS	2000
 
@@ -208,8 +209,8 @@ static int read_counters(struct counters *c)
 			break;
 		if (strncmp(names, "TcpExt:", 7))
 			continue;
-		n = strtok_r(names + 7, " \n", &sn);
-		v = strtok_r(values + 7, " \n", &sv);
+		n = strtok_r(names + 7, "\n ", &sn);
+		v = strtok_r(values + 7, "\n ", &sv);
 		while (n && v) {
 			if (!strcmp(n, "TCPBacklogCoalesce")) {
 				c->coalesce = atoll(v);
@@ -221,8 +222,8 @@ static int read_counters(struct counters *c)
 				c->hphits = atoll(v);
 				found |= 4;
 			}
-			n = strtok_r(NULL, " \n", &sn);
-			v = strtok_r(NULL, " \n", &sv);
+			n = strtok_r(NULL, "\n ", &sn);
+			v = strtok_r(NULL, "\n ", &sv);
 		}
 	}
 	fclose(f);
@@ -660,7 +661,7 @@ static const char *state_name(int st)
 		"LISTEN", "CLOSING",
 	};
 
-	return st > 0 && st < (int)(sizeof(names) / sizeof(names[0])) ?
+	return st > 0 && st < (int)ARRAY_SIZE(names) ?
 	       names[st] : "?";
 }
 
@@ -820,9 +821,9 @@ static const struct testcase cases[] = {
 	{ "data_rst", "data then RST: not merged, connection reset", case_data_rst },
 };
 
-#define NCASES ((int)(sizeof(cases) / sizeof(cases[0])))
+#define NCASES ((int)ARRAY_SIZE(cases))
 
-static void usage(FILE *f, const char *prog)
+static void print_help(FILE *f, const char *prog)
 {
 	int i;
 
@@ -909,10 +910,10 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 'h':
-			usage(stdout, argv[0]);
+			print_help(stdout, argv[0]);
 			return 0;
 		default:
-			usage(stderr, argv[0]);
+			print_help(stderr, argv[0]);
 			return 2;
 		}
 	}

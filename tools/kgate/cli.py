@@ -4,7 +4,7 @@ import sys
 
 import os
 
-from . import kernel, results, rootfs
+from . import kernel, render, results, rootfs
 from . import run as runner
 from .common import TOP, VARIANTS, KgateError, load_targets, log
 
@@ -25,6 +25,11 @@ def cmd_packages(args):
     return 0
 
 
+def cmd_source(args):
+    print(kernel.pristine())
+    return 0
+
+
 def cmd_kernel(args):
     for variant in args.variant or VARIANTS:
         path = kernel.build(args.target, variant, jobs=args.jobs, force=args.force)
@@ -34,6 +39,14 @@ def cmd_kernel(args):
 
 def cmd_rootfs(args):
     print(rootfs.build(args.target, jobs=args.jobs, force=args.force))
+    return 0
+
+
+def cmd_jobs(args):
+    for name in args.target or list(load_targets()):
+        arts = runner.artifacts(name, VARIANTS, jobs=args.jobs)
+        for path in render.write_local(name, arts).values():
+            print(os.path.relpath(path, TOP))
     return 0
 
 
@@ -65,6 +78,8 @@ def parser():
     s.set_defaults(func=cmd_list)
     s = sub.add_parser("packages", help="print the Debian packages the targets need")
     s.set_defaults(func=cmd_packages)
+    s = sub.add_parser("source", help="extract Debian's linux-source-6.1 (once); print its path")
+    s.set_defaults(func=cmd_source)
     s = sub.add_parser("kernel", help="build (or reuse) the kernels of a target")
     s.add_argument("target")
     s.add_argument("--variant", action="append", choices=VARIANTS,
@@ -77,6 +92,10 @@ def parser():
     s.add_argument("-j", "--jobs", type=int, help="parallel make jobs (default: cores + 1)")
     s.add_argument("--force", action="store_true", help="rebuild even if the cached initramfs matches")
     s.set_defaults(func=cmd_rootfs)
+    s = sub.add_parser("jobs", help="build what is missing; render and validate the local LAVA jobs")
+    s.add_argument("target", nargs="*", help="targets (default: all)")
+    s.add_argument("-j", "--jobs", type=int, help="parallel make jobs (default: cores + 1)")
+    s.set_defaults(func=cmd_jobs)
     s = sub.add_parser("run", help="build what is missing and run the jobs locally with lava-run",
                        description="Exit status: 0 gate passed, 1 regression (or the known-bad "
                        "control was missed), 3 infrastructure failure, 4 inconclusive, 2 usage.")

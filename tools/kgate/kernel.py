@@ -97,7 +97,7 @@ def image_path(tgt_name, variant):
     return os.path.join(out_dir(tgt_name, variant), "image")
 
 
-def _pristine():
+def pristine():
     dst = os.path.join(BUILD, "src", "pristine")
     stamp = os.path.join(dst, ".kgate-source")
     if read_text(stamp) == source_id():
@@ -122,13 +122,13 @@ def prepare_tree(variant):
     stamp = os.path.join(dst, ".kgate-tree")
     if read_text(stamp) == key:
         return dst
-    pristine = _pristine()
+    pristine_dir = pristine()
     tmp = dst + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.rmtree(dst, ignore_errors=True)
     # Hard links cost no space; GNU patch writes a new file for each file
     # it changes, so the pristine tree is never modified.
-    subprocess.run(["cp", "-al", pristine, tmp], check=True)
+    subprocess.run(["cp", "-al", pristine_dir, tmp], check=True)
     for p in variant_patches(variant):
         log(f"[kernel] {variant}: applying {os.path.relpath(p, TOP)}")
         r = subprocess.run(["patch", "-p1", "--forward", "--no-backup-if-mismatch", "-s", "-i", p],

@@ -1,0 +1,20 @@
+#!/bin/sh
+# scripts/checkpatch.pl (from the extracted Debian tree) on the kernel
+# patches and on the C test programs. Commit ids in the messages are
+# upstream ones; the extracted tree has no git history to look them up.
+set -eu
+cd "$(dirname "$0")/.."
+src=$(/usr/bin/python3 tools/kgate.py source)
+cp="$src/scripts/checkpatch.pl"
+status=0
+for p in $(sed 's|^|kernel/patches/|' kernel/patches/series) $(sed 's|^|kernel/regressions/|' kernel/regressions/series); do
+	# From stdin: given a path inside a git work tree, checkpatch.pl
+	# mistakes the patch for a source file.
+	"$cp" --strict --no-tree --ignore UNKNOWN_COMMIT_ID -q - < "$p" || status=1
+	echo "checkpatch: $p"
+done
+for f in tests/*.c tests/*.h; do
+	"$cp" --no-tree -f -q "$f" || status=1
+	echo "checkpatch: $f"
+done
+exit $status

@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Unit tests of pkt.c: checksums, byte order and layout, options, and
+ * rejection of damaged packets. KTAP output; runs natively and in a
+ * guest (the layout checks are byte by byte, so they hold on either
+ * byte order).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "pkt.h"
+
+static int num, failed;
+
+static void check(int cond, const char *name)
+{
+	num++;
+	if (!cond)
+		failed++;
+	printf("%sok %d %s\n", cond ? "" : "not ", num, name);
+}
+
+/* RFC 1071 section 3 example: the one's complement sum is 0xddf2. */
+static void test_csum_rfc1071(void)
+{
+	static const uint8_t b[] = { 0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7 };
+
+	check(pkt_csum(b, sizeof(b), 0) == (uint16_t)~0xddf2, "csum_rfc1071");
+}
+
+static void test_csum_odd(void)
+{
+	static const uint8_t b[] = { 0x12, 0x34, 0x56 };
+
+	/* 0x1234 + 0x5600 = 0x6834 */
+	check(pkt_csum(b, sizeof(b), 0) == (uint16_t)~0x6834, "csum_odd_length");
+}
+
+static void test_byte_order(void)
+{
+	uint8_t b[4];
+
+	pkt_put32(b, 0xc6120001u);
+	check(b[0] == 198 && b[1] == 18 && b[2] == 0 && b[3] == 1 &&
+	      pkt_get32(b) == 0xc6120001u, "put32_network_order");
+	pkt_put16(b, 0x1389);
+	check(b[0] == 0x13 && b[1] == 0x89 && pkt_get16(b) == 5001,
+	      "put16_network_order");
+}
+
+static size_t build_sample(uint8_t *buf, size_t cap, const uint8_t *opt,
+			   size_t optlen)
+{
+	static const uint8_t data[] = "hello, backlog";
+	struct pkt_tcp s = {
+		.saddr = 0xc6120002u, .daddr = 0xc6120001u,
+		.sport = 40000, .dport = 5001,
+		.seq = 0x11223344u, .ack = 0xaabbccddu,
+		.flags = PKT_ACK | PKT_PSH, .window = 65535,
+		.tos = 0x10, .ip_id = 0x0102,
+		.opt = opt, .optlen = optlen,
+		.data = data, .len = sizeof(data) - 1,
+	};
+
+	return pkt_build4(buf, cap, &s);
+}
+
+static void test_layout(void)
+{
+	uint8_t b[128];
+	size_t n = build_sample(b, sizeof(b), NULL, 0);
+
+	check(n == 20 + 20 + 14, "build_length");
+	check(b[0] == 0x45 && b[1] == 0x10 && b[2] == 0 && b[3] == 54 &&
+	      b[4] == 1 && b[5] == 2 && b[6] == 0x40 && b[9] == 6,
+	      "ipv4_header_layout");
+	check(b[12] == 198 && b[13] == 18 && b[15] == 2 && b[19] == 1,
+	      "ipv4_addresses_layout");
+	check(b[20] == 0x9c && b[21] == 0x40 && b[22] == 0x13 && b[23] == 0x89,
+	      "tcp_ports_layout");
+	check(b[24] == 0x11 && b[25] == 0x22 && b[26] == 0x33 && b[27] == 0x44 &&
+	      b[28] == 0xaa && b[31] == 0xdd, "tcp_seq_ack_layout");
+	check(b[32] == 0x50 && b[33] == (PKT_ACK | PKT_PSH) &&
+	      b[34] == 0xff && b[35] == 0xff, "tcp_doff_flags_window_layout");
+	check(pkt_csum(b, 20, 0) == 0, "ipv4_checksum_verifies");
+	check(pkt_csum(b + 20, n - 20, pkt_pseudo4(0xc6120002u, 0xc6120001u, 6,
+						   (uint16_t)(n - 20))) == 0,
+	      "tcp_checksum_verifies");
+}
+
+static void test_roundtrip(void)
+{
+	static const uint8_t mss[4] = { 2, 4, 0x05, 0xb4 };
+	struct pkt_tcp s;
+	uint8_t b[128];
+	size_t n = build_sample(b, sizeof(b), mss, sizeof(mss));
+
+	check(n == 20 + 24 + 14 && b[32] == 0x60, "options_set_doff");
+	check(pkt_parse4(b, n, &s) == 0 && s.saddr == 0xc6120002u &&
+	      s.daddr == 0xc6120001u && s.sport == 40000 && s.dport == 5001 &&
+	      s.seq == 0x11223344u && s.ack == 0xaabbccddu &&
+	      s.flags == (PKT_ACK | PKT_PSH) && s.window == 65535 &&
+	      s.tos == 0x10 && s.optlen == 4 && !memcmp(s.opt, mss, 4) &&
+	      s.len == 14 && !memcmp(s.data, "hello, backlog", 14),
+	      "parse_roundtrip");
+}
+
+static void test_rejects(void)
+{
+	static const uint8_t bad_opt[3] = { 1, 1, 1 };
+	struct pkt_tcp s = { 0 };
+	uint8_t b[128];
+	size_t n = build_sample(b, sizeof(b), NULL, 0);
+
+	b[n - 1] ^= 0x01;
+	check(pkt_parse4(b, n, &s) == -1, "rejects_bad_tcp_checksum");
+	b[n - 1] ^= 0x01;
+	b[8] ^= 0x01;
+	check(pkt_parse4(b, n, &s) == -1, "rejects_bad_ip_checksum");
+	b[8] ^= 0x01;
+	check(pkt_parse4(b, n - 1, &s) == -1, "rejects_truncated");
+	check(pkt_parse4(b, n, &s) == 0, "accepts_restored");
+	check(build_sample(b, sizeof(b), bad_opt, sizeof(bad_opt)) == 0,
+	      "refuses_unaligned_options");
+	check(build_sample(b, 40, NULL, 0) == 0, "refuses_short_buffer");
+}
+
+int main(void)
+{
+	printf("TAP version 13\n1..20\n");
+	test_csum_rfc1071();
+	test_csum_odd();
+	test_byte_order();
+	test_layout();
+	test_roundtrip();
+	test_rejects();
+	printf("# Totals: pass:%d fail:%d xfail:0 xpass:0 skip:0 error:0\n",
+	       num - failed, failed);
+	return failed ? 1 : 0;
+}

@@ -1,0 +1,196 @@
+"""Unit tests of the kgate tooling (run with /usr/bin/python3 -m pytest)."""
+import copy
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+
+from kgate import common, kernel, lavalog, render, results  # noqa: E402
+
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+ART = {"kernel": {"url": "file:///k/image", "sha256": "a" * 64},
+       "rootfs": {"url": "file:///r/rootfs.cpio.gz", "sha256": "b" * 64}}
+
+
+def read(name):
+    with open(os.path.join(DATA, name), encoding="utf-8") as f:
+        return f.read()
+
+
+# --- targets and templates -------------------------------------------------
+
+@pytest.mark.parametrize("name", sorted(common.load_targets()))
+@pytest.mark.parametrize("variant", common.VARIANTS)
+def test_every_job_validates_against_lava_schema(name, variant):
+    tgt = common.target(name)
+    text = render.render_job(tgt, variant, ART["kernel"], ART["rootfs"])
+    data = render.validate_job(text)
+    deploy = data["actions"][0]["deploy"]
+    assert deploy["images"]["kernel"]["sha256sum"] == "a" * 64
+    assert deploy["images"]["ramdisk"]["sha256sum"] == "b" * 64
+    assert deploy["images"]["ramdisk"]["overlays"] == {"lava": True}
+    assert data["context"]["no_kvm"] is True
+    assert data["metadata"]["kgate.variant"] == variant
+    append = deploy["images"]["kernel"]["image_arg"]
+    assert "panic=-1" not in append and f"console={tgt['console']}" in append
+
+
+@pytest.mark.parametrize("name", sorted(common.load_targets()))
+def test_device_config_has_the_target_qemu(name):
+    tgt = common.target(name)
+    dev = yaml.safe_load(render.render_device(tgt))
+    params = dev["actions"]["boot"]["methods"]["qemu"]["parameters"]
+    assert params["command"] == tgt["qemu"]
+    assert "-no-reboot" in params["options"]
+    assert not any("enable-kvm" in o for o in params["options"])
+    assert dev["actions"]["deploy"]["methods"]["image"]["parameters"]["guest"]["size"] > 0
+
+
+def test_missing_template_variable_is_an_error():
+    tgt = dict(common.target("x86_64"))
+    del tgt["lava_arch"]
+    with pytest.raises(common.KgateError, match="lava_arch"):
+        render.render_job(tgt, "fixed", ART["kernel"], ART["rootfs"])
+
+
+def test_schema_rejects_a_bad_job():
+    text = render.render_job(common.target("x86_64"), "fixed", ART["kernel"], ART["rootfs"])
+    data = yaml.safe_load(text)
+    data["context"]["no_network"] = True  # not a 2023.01 context key
+    with pytest.raises(common.KgateError, match="schema"):
+        render.validate_job(yaml.safe_dump(data))
+
+
+def test_unknown_target_and_variant():
+    with pytest.raises(common.KgateError, match="unknown target 'sparc'"):
+        common.target("sparc")
+    with pytest.raises(common.KgateError, match="unknown variant"):
+        common.check_variant("broken")
+
+
+# --- lava-run logs ---------------------------------------------------------
+
+def test_parse_recorded_fixed_log():
+    r = lavalog.parse(read("lava-run-x86_64-fixed.log"))
+    assert r["health"] == "complete"
+    assert {c["case"]: c["result"] for c in r["cases"]} == {
+        "data_data": "pass", "data_fin": "pass", "data_rst": "pass",
+        "backlog_coalesce-run": "pass"}
+
+
+def test_parse_recorded_known_bad_log():
+    r = lavalog.parse(read("lava-run-x86_64-known-bad.log"))
+    by = {c["case"]: c["result"] for c in r["cases"]}
+    assert by["data_fin"] == "fail" and by["data_rst"] == "fail" and by["data_data"] == "pass"
+    assert results.job_verdict("known-bad", r["health"], r["cases"])[0] == results.CAUGHT
+
+
+def test_parse_truncated_log_is_incomplete():
+    text = read("lava-run-x86_64-fixed.log")
+    cut = text[: text.index('"case": "data_fin"')]
+    r = lavalog.parse(cut)
+    assert r["health"] == "incomplete"
+    verdict, _ = results.job_verdict("fixed", r["health"], r["cases"])
+    assert verdict == results.INFRA
+
+
+def test_parse_ignores_garbage_lines():
+    r = lavalog.parse("not yaml {\n{\"lvl\": \"results\", \"msg\": {\"case\": \"x\", "
+                      "\"definition\": \"0_t\", \"result\": \"pass\", \"measurement\": 3.5, "
+                      "\"units\": \"MB/s\"}}\n{broken\n")
+    assert r["cases"] == [{"definition": "0_t", "case": "x", "result": "pass",
+                           "measurement": 3.5, "units": "MB/s"}]
+
+
+# --- verdicts --------------------------------------------------------------
+
+def cases(**res):
+    base = {c: "pass" for c in results.GUEST_CASES + [results.RUN_CASE]}
+    base.update(res)
+    return [{"case": k, "result": v} for k, v in base.items()]
+
+
+@pytest.mark.parametrize("variant,health,res,expect", [
+    ("fixed", "complete", {}, results.PASS),
+    ("fixed", "complete", {"data_fin": "fail"}, results.REGRESSION),
+    ("fixed", "complete", {"data_data": "skip"}, results.INCONCLUSIVE),
+    ("fixed", "incomplete", {}, results.INFRA),
+    ("fixed", "complete", {results.RUN_CASE: "fail"}, results.INFRA),
+    ("known-bad", "complete", {"data_fin": "fail", "data_rst": "fail"}, results.CAUGHT),
+    ("known-bad", "complete", {}, results.MISSED),
+    ("known-bad", "complete", {"data_fin": "fail"}, results.MISSED),
+    ("known-bad", "complete", {"data_fin": "fail", "data_rst": "skip"}, results.INCONCLUSIVE),
+    ("known-bad", "incomplete", {"data_fin": "fail", "data_rst": "fail"}, results.INFRA),
+])
+def test_job_verdict(variant, health, res, expect):
+    assert results.job_verdict(variant, health, cases(**res))[0] == expect
+
+
+def test_missing_case_is_infrastructure():
+    c = [x for x in cases() if x["case"] != "data_rst"]
+    assert results.job_verdict("fixed", "complete", c) == (results.INFRA, "results missing: data_rst")
+
+
+def test_run_verdict_and_json(tmp_path):
+    jobs = [
+        {"target": "x86_64", "variant": "fixed", "verdict": results.PASS, "cases": cases(),
+         "kernel_sha256": "k", "rootfs_sha256": "r"},
+        {"target": "x86_64", "variant": "known-bad", "verdict": results.CAUGHT,
+         "cases": cases(data_fin="fail", data_rst="fail"), "kernel_sha256": "k2", "rootfs_sha256": "r"},
+    ]
+    doc = results.write_json(str(tmp_path / "results.json"), "run1", "t0", "t1", jobs)
+    assert doc["verdict"] == results.PASS and doc["exit_code"] == 0
+    loaded = json.loads((tmp_path / "results.json").read_text())
+    assert len(loaded["results"]) == 8
+    row = [r for r in loaded["results"] if r["variant"] == "known-bad" and r["case"] == "data_fin"][0]
+    assert row == {"arch": "x86_64", "variant": "known-bad", "case": "data_fin", "result": "fail",
+                   "measurement": None, "units": None, "kernel_sha256": "k2", "rootfs_sha256": "r"}
+    text = results.matrix(jobs)
+    assert "FAIL" in text and "caught" in text
+    broken = copy.deepcopy(jobs)
+    broken[1]["verdict"] = results.MISSED
+    assert results.run_verdict(broken)[1] == 1
+    broken[0]["verdict"] = results.INFRA
+    assert results.run_verdict(broken)[0] == results.MISSED
+
+
+def test_guest_cases_match_the_program():
+    prog = os.environ.get("KGATE_NATIVE_TEST")
+    if not prog:
+        pytest.skip("KGATE_NATIVE_TEST not set (make check sets it)")
+    out = subprocess.run([prog, "--list"], capture_output=True, text=True, check=True).stdout
+    assert out.split() == results.GUEST_CASES
+
+
+# --- kernel configuration --------------------------------------------------
+
+def test_fragment_verification(tmp_path):
+    frag = tmp_path / "f.config"
+    frag.write_text("CONFIG_SLUB=y\n# CONFIG_SLOB is not set\nCONFIG_TUN=y\n")
+    good = "CONFIG_SLUB=y\nCONFIG_TUN=y\n# CONFIG_SLOB is not set\n"
+    assert kernel.verify_config(good, [str(frag)]) == []
+    bad = "CONFIG_SLOB=y\nCONFIG_TUN=y\n"
+    misses = kernel.verify_config(bad, [str(frag)])
+    assert any("CONFIG_SLUB=y, got n" in m for m in misses)
+    assert any("CONFIG_SLOB=n, got y" in m for m in misses)
+
+
+def test_base_fragment_keeps_the_two_traps_out():
+    want = kernel.parse_fragment(os.path.join(common.TOP, "kernel", "configs", "base.config"))
+    assert want["CONFIG_SLUB"] == "y" and want["CONFIG_SLOB"] is None
+    assert want["CONFIG_COMPAT_32BIT_TIME"] == "y"
+    for sym in ("CONFIG_USERFAULTFD", "CONFIG_TUN", "CONFIG_NET_NS", "CONFIG_IPV6"):
+        assert want[sym] == "y"
+
+
+def test_series_and_cache_keys():
+    fixed = kernel.variant_patches("fixed")
+    bad = kernel.variant_patches("known-bad")
+    assert fixed and bad[: len(fixed)] == fixed and len(bad) > len(fixed)
+    if os.path.exists(kernel.SOURCE_TARBALL):
+        assert kernel.tree_key("fixed") != kernel.tree_key("known-bad")
