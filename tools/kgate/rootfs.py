@@ -78,6 +78,7 @@ def build_busybox(tgt, jobs):
         return d
     label = f"busybox {tgt['name']}"
     logpath = os.path.join(BUILD, "logs", f"busybox-{tgt['name']}.log")
+    os.makedirs(os.path.dirname(logpath), exist_ok=True)
     if os.path.exists(logpath):
         os.unlink(logpath)
     shutil.rmtree(d, ignore_errors=True)
