@@ -5,6 +5,13 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+try:
+    import jinja2  # noqa: F401
+    import yaml  # noqa: F401
+except ImportError as e:
+    sys.exit(f"kgate: {e.name} is missing for {sys.executable}: run 'make deps' "
+             "(kgate runs with Debian's /usr/bin/python3, which has python3-yaml and python3-jinja2)")
+
 from kgate.cli import main  # noqa: E402
 
 if __name__ == "__main__":
