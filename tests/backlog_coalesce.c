@@ -673,6 +673,38 @@ static void held_diag(const struct held *h)
 	     h->after.hphits - h->during.hphits);
 }
 
+/* Open a connection and run segs through the held socket. */
+static bool held_start(struct env *e, struct conn *c, const struct seg *segs,
+		       int nsegs, struct held *h, struct result *r)
+{
+	if (conn_open(e, c, r) != V_PASS ||
+	    run_held(e, c, segs, nsegs, h, r) != V_PASS)
+		return false;
+	held_diag(h);
+	return true;
+}
+
+static long long held_merged(const struct held *h)
+{
+	return h->during.coalesce - h->before.coalesce;
+}
+
+/* Fail r unless exactly want bytes of the stream arrived intact. */
+static bool stream_failed(struct result *r, size_t got, size_t want, int err,
+			  size_t bad)
+{
+	if (bad != (size_t)-1) {
+		set_result(r, V_FAIL, "stream corrupted at byte %zu", bad);
+		return true;
+	}
+	if (got != want) {
+		set_result(r, V_FAIL, "received %zu of %zu bytes (%s)", got, want,
+			   err == -1 ? "EOF" : strerror(err));
+		return true;
+	}
+	return false;
+}
+
 /* data then data: must merge; every byte arrives in order. */
 static enum verdict case_data_data(struct env *e, struct result *r)
 {
@@ -686,19 +718,13 @@ static enum verdict case_data_data(struct env *e, struct result *r)
 	long long merged;
 	int err;
 
-	if (conn_open(e, &c, r) != V_PASS)
+	if (!held_start(e, &c, segs, 2, &h, r))
 		goto out;
-	if (run_held(e, &c, segs, 2, &h, r) != V_PASS)
-		goto out;
-	held_diag(&h);
-	merged = h.during.coalesce - h.before.coalesce;
+	merged = held_merged(&h);
 	got = read_stream(&c, want, ms_left(&c.deadline), &err, &bad);
-	if (bad != (size_t)-1)
-		set_result(r, V_FAIL, "stream corrupted at byte %zu", bad);
-	else if (got != want)
-		set_result(r, V_FAIL, "received %zu of %zu bytes (%s)", got, want,
-			   err == -1 ? "EOF" : strerror(err));
-	else if (h.during.drop != h.before.drop)
+	if (stream_failed(r, got, want, err, bad))
+		goto out;
+	if (h.during.drop != h.before.drop)
 		set_result(r, V_FAIL, "backlog dropped %lld segments",
 			   h.during.drop - h.before.drop);
 	else if (merged < 1)
@@ -727,22 +753,12 @@ static enum verdict case_data_fin(struct env *e, struct result *r)
 	long long merged;
 	bool fin_acked;
 
-	if (conn_open(e, &c, r) != V_PASS)
+	if (!held_start(e, &c, segs, 2, &h, r))
 		goto out;
-	if (run_held(e, &c, segs, 2, &h, r) != V_PASS)
-		goto out;
-	held_diag(&h);
-	merged = h.during.coalesce - h.before.coalesce;
+	merged = held_merged(&h);
 	got = read_stream(&c, want, ms_left(&c.deadline), &err, &bad);
-	if (bad != (size_t)-1) {
-		set_result(r, V_FAIL, "stream corrupted at byte %zu", bad);
+	if (stream_failed(r, got, want, err, bad))
 		goto out;
-	}
-	if (got != want) {
-		set_result(r, V_FAIL, "received %zu of %zu bytes (%s)", got, want,
-			   err == -1 ? "EOF" : strerror(err));
-		goto out;
-	}
 	/* All data is in; EOF must follow at once. */
 	read_stream(&c, (size_t)-1, settle_ms(&c), &eof_err, &bad);
 	setsockopt(c.fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
@@ -784,12 +800,9 @@ static enum verdict case_data_rst(struct env *e, struct result *r)
 	long long merged;
 	int err, st;
 
-	if (conn_open(e, &c, r) != V_PASS)
+	if (!held_start(e, &c, segs, 2, &h, r))
 		goto out;
-	if (run_held(e, &c, segs, 2, &h, r) != V_PASS)
-		goto out;
-	held_diag(&h);
-	merged = h.during.coalesce - h.before.coalesce;
+	merged = held_merged(&h);
 	/* Data queued before the RST may still be read; then the error. */
 	got = read_stream(&c, (size_t)-1, settle_ms(&c), &err, &bad);
 	st = tcp_state(c.fd);

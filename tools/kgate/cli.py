@@ -4,7 +4,7 @@ import sys
 
 import os
 
-from . import kernel, render, results, rootfs
+from . import bench, kernel, render, results, rootfs
 from . import run as runner
 from .common import TOP, VARIANTS, KgateError, load_targets, log
 
@@ -71,6 +71,11 @@ def cmd_matrix(args):
     return doc["exit_code"]
 
 
+def cmd_bench(args):
+    print(bench.bench(args.target or None, cold=args.cold, parallel=args.parallel))
+    return 0
+
+
 def parser():
     p = argparse.ArgumentParser(prog="kgate", description="Cross-architecture kernel regression gate tooling.")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -108,6 +113,14 @@ def parser():
     s = sub.add_parser("matrix", help="print the matrix of a run (default: the latest)")
     s.add_argument("results", nargs="?", help="a results.json")
     s.set_defaults(func=cmd_matrix)
+    s = sub.add_parser("bench", help="print build and boot figures per target",
+                       description="Without --cold: the figures the last builds and the latest "
+                       "run recorded. With --cold: remove all build outputs and the ccache, "
+                       "run the matrix from nothing, then again warm, and print both times.")
+    s.add_argument("target", nargs="*", help="targets (default: all)")
+    s.add_argument("--cold", action="store_true", help="rebuild everything from nothing first")
+    s.add_argument("-p", "--parallel", type=int, default=2, help="jobs at once (default: 2)")
+    s.set_defaults(func=cmd_bench)
     return p
 
 

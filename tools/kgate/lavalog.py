@@ -1,6 +1,8 @@
 """Read what lava-run wrote: its log is YAML lines on stderr, one dict per
 line ('{"dt": ..., "lvl": ..., "msg": ...}'); test results appear only
 in 'lvl: results' lines."""
+import datetime
+
 import yaml
 
 try:
@@ -37,9 +39,14 @@ def parse(text):
     cases, errors = [], []
     job_result = None
     health = None
+    boot_at = first_at = last_at = None
     for e in parse_lines(text):
         lvl = e.get("lvl")
         msg = e.get("msg")
+        at = _time(e.get("dt"))
+        last_at = at or last_at
+        if boot_at is None and isinstance(msg, str) and msg.startswith("Boot command:"):
+            boot_at = at
         if lvl == "results" and isinstance(msg, dict):
             definition = str(msg.get("definition", ""))
             case = str(msg.get("case", ""))
@@ -49,6 +56,8 @@ def parse(text):
                 if msg.get("result") == "fail" and msg.get("error_msg"):
                     errors.append(f"{case}: {msg.get('error_msg')}")
                 continue
+            if first_at is None:
+                first_at = at
             item = {"definition": definition, "case": case, "result": str(msg.get("result"))}
             if msg.get("measurement") not in (None, ""):
                 item["measurement"] = msg.get("measurement")
@@ -60,4 +69,19 @@ def parse(text):
             health = "complete"
     if health is None:
         health = "complete" if job_result == "pass" else "incomplete"
-    return {"cases": cases, "health": health, "job": job_result, "errors": errors}
+    timing = {}
+    if boot_at and first_at:
+        timing["boot_to_first_result"] = round((first_at - boot_at).total_seconds(), 2)
+    if boot_at and last_at:
+        timing["boot_to_end"] = round((last_at - boot_at).total_seconds(), 2)
+    return {"cases": cases, "health": health, "job": job_result, "errors": errors,
+            "timing": timing}
+
+
+def _time(dt):
+    if not isinstance(dt, str):
+        return None
+    try:
+        return datetime.datetime.fromisoformat(dt)
+    except ValueError:
+        return None

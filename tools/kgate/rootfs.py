@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 
 from .common import (BUILD, TOP, KgateError, atomic_copy, atomic_write, log, need_tools,
                      read_text, run_logged, target, tool_version)
@@ -168,6 +169,7 @@ def build(tgt_name, jobs=None, force=False):
     cross = tgt["cross_compile"]
     need_tools(["make", "ccache", "cpio", "gzip", cross + "gcc"])
     jobs = jobs or (os.cpu_count() or 1) + 1
+    start = time.monotonic()
     bb_dir = build_busybox(tgt, jobs)
     key = rootfs_key(tgt, bb_dir)
     dst = rootfs_path(tgt_name)
@@ -194,6 +196,7 @@ def build(tgt_name, jobs=None, force=False):
         if os.path.exists(keyfile):
             os.unlink(keyfile)
         atomic_copy(cpio, dst)
+    atomic_write(os.path.join(os.path.dirname(dst), "build-seconds"), f"{time.monotonic() - start:.1f}\n")
     atomic_write(keyfile, key)
     log(f"[rootfs {tgt_name}] {os.path.relpath(dst, TOP)} ({os.path.getsize(dst) // 1024} KiB)")
     return dst

@@ -132,7 +132,7 @@ def run(target_names, variants=VARIANTS, parallel=1, jobs=None, job_timeout=900)
             return {
                 "target": name, "variant": v, "verdict": verdict, "reason": reason,
                 "health": parsed["health"], "errors": parsed["errors"],
-                "seconds": round(secs, 1), "cases": parsed["cases"],
+                "seconds": round(secs, 1), "timing": parsed["timing"], "cases": parsed["cases"],
                 "kernel_sha256": art["kernel"]["sha256"], "rootfs_sha256": art["rootfs"]["sha256"],
                 "log": os.path.join(f"{name}-{v}", "lava.log"),
             }
