@@ -2,8 +2,9 @@
 # make check: the project's own tests, in order of cost. Each step
 # prints its own output; the last line counts the steps.
 #  1. pkt unit tests (native)           4. tooling unit tests (pytest)
-#  2. checkpatch on patches and tests   5. x86_64 end to end, both variants
-#  3. backlog test on this machine's kernel, in its own netns
+#  2. checkpatch on patches and tests   5. end to end, both variants, on
+#  3. backlog test on this machine's       x86_64 and on big-endian mips
+#     kernel, in its own netns
 set -u
 cd "$(dirname "$0")/.."
 PY=/usr/bin/python3
@@ -43,7 +44,7 @@ native_backlog() {
 }
 
 end_to_end() {
-	$PY tools/kgate.py run --parallel 2 x86_64
+	$PY tools/kgate.py run --parallel 2 "$@"
 }
 
 if ! build_native; then
@@ -55,7 +56,7 @@ step pkt-unit "$native/test_pkt"
 step checkpatch sh tests/checkpatch.sh
 step native-backlog native_backlog
 step tooling env KGATE_NATIVE_TEST="$native/backlog_coalesce" $PY -m pytest -q tests/
-step end-to-end-x86_64 end_to_end
+step end-to-end end_to_end x86_64 mips
 
 [ "$fail" = 0 ] || echo "check: failed:$failed"
 echo "check: $pass passed, $fail failed"

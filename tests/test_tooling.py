@@ -194,3 +194,20 @@ def test_series_and_cache_keys():
     assert fixed and bad[: len(fixed)] == fixed and len(bad) > len(fixed)
     if os.path.exists(kernel.SOURCE_TARBALL):
         assert kernel.tree_key("fixed") != kernel.tree_key("known-bad")
+
+
+def test_timing_from_recorded_log():
+    t = lavalog.parse(read("lava-run-x86_64-fixed.log"))["timing"]
+    assert 0 < t["boot_to_first_result"] <= t["boot_to_end"] < 60
+
+
+def test_bench_table_reads_what_was_recorded(tmp_path, monkeypatch):
+    from kgate import bench
+    monkeypatch.setattr(kernel, "out_dir", lambda name, v: str(tmp_path / name / v))
+    (tmp_path / "t1" / "fixed").mkdir(parents=True)
+    (tmp_path / "t1" / "fixed" / "build-seconds").write_text("201.4\n")
+    doc = {"jobs": [{"target": "t1", "variant": "fixed", "seconds": 5.04,
+                     "timing": {"boot_to_first_result": 2.25}}]}
+    text = bench.table(["t1"], doc)
+    row = text.splitlines()[1].split()
+    assert row[:2] == ["t1", "201s"] and "2.2s" in row and "5.0s" in row
