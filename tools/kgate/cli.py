@@ -11,8 +11,21 @@ from .common import TOP, VARIANTS, KgateError, load_targets, log
 
 def cmd_list(args):
     for name, row in load_targets().items():
-        print(f"{name:10} {row['qemu']:22} {row['machine']:10} {row['endian']}-endian {row['bits']}-bit")
+        off = f"  (disabled: {row['disabled']})" if row.get("disabled") else ""
+        print(f"{name:10} {row['qemu']:22} {row['machine']:10} {row['endian']}-endian "
+              f"{row['bits']}-bit{off}")
     return 0
+
+
+def default_targets():
+    """All targets but the disabled ones, which are named on stderr."""
+    names = []
+    for name, row in load_targets().items():
+        if row.get("disabled"):
+            log(f"kgate: skipping {name}: {row['disabled']} (name it to run it anyway)")
+        else:
+            names.append(name)
+    return names
 
 
 def cmd_packages(args):
@@ -51,7 +64,7 @@ def cmd_jobs(args):
 
 
 def cmd_run(args):
-    names = args.target or list(load_targets())
+    names = args.target or default_targets()
     doc, run_dir = runner.run(names, args.variant or VARIANTS, parallel=args.parallel, jobs=args.jobs)
     print(results.matrix(doc["jobs"]))
     print()
