@@ -52,28 +52,12 @@ uint32_t pkt_pseudo4(uint32_t saddr, uint32_t daddr, uint8_t proto,
 	       (daddr >> 16) + (daddr & 0xffff) + proto + len;
 }
 
-size_t pkt_build4(uint8_t *buf, size_t cap, const struct pkt_tcp *s)
+/* Write the TCP header, options and data at th; checksum from sum. */
+static void put_tcp(uint8_t *th, const struct pkt_tcp *s, uint32_t sum)
 {
 	size_t thlen = PKT_TCP_HLEN + s->optlen;
-	size_t tot = PKT_IPV4_HLEN + thlen + s->len;
-	uint8_t *ip = buf, *th = buf + PKT_IPV4_HLEN;
 
-	if (s->optlen % 4 || s->optlen > PKT_MAX_OPT || tot > cap ||
-	    tot > 0xffff)
-		return 0;
-
-	memset(buf, 0, PKT_IPV4_HLEN + thlen);
-	ip[0] = 0x45;			/* version 4, IHL 5 */
-	ip[1] = s->tos;
-	pkt_put16(ip + 2, (uint16_t)tot);
-	pkt_put16(ip + 4, s->ip_id);
-	pkt_put16(ip + 6, 0x4000);	/* DF */
-	ip[8] = s->ttl ? s->ttl : 64;
-	ip[9] = 6;			/* TCP */
-	pkt_put32(ip + 12, s->saddr);
-	pkt_put32(ip + 16, s->daddr);
-	pkt_put16(ip + 10, pkt_csum(ip, PKT_IPV4_HLEN, 0));
-
+	memset(th, 0, thlen);
 	pkt_put16(th + 0, s->sport);
 	pkt_put16(th + 2, s->dport);
 	pkt_put32(th + 4, s->seq);
@@ -86,40 +70,18 @@ size_t pkt_build4(uint8_t *buf, size_t cap, const struct pkt_tcp *s)
 		memcpy(th + PKT_TCP_HLEN, s->opt, s->optlen);
 	if (s->len)
 		memcpy(th + thlen, s->data, s->len);
-	pkt_put16(th + 16, pkt_csum(th, thlen + s->len,
-				    pkt_pseudo4(s->saddr, s->daddr, 6,
-						(uint16_t)(thlen + s->len))));
-	return tot;
+	pkt_put16(th + 16, pkt_csum(th, thlen + s->len, sum));
 }
 
-int pkt_parse4(const uint8_t *buf, size_t len, struct pkt_tcp *s)
+/* Read the TCP header at th (len bytes of segment) into s. */
+static int get_tcp(const uint8_t *th, size_t len, struct pkt_tcp *s)
 {
-	size_t ihl, tot, thlen;
-	const uint8_t *th;
+	size_t thlen;
 
-	if (len < PKT_IPV4_HLEN || buf[0] >> 4 != 4)
+	if (len < PKT_TCP_HLEN)
 		return -1;
-	ihl = (size_t)(buf[0] & 0x0f) * 4;
-	tot = pkt_get16(buf + 2);
-	if (ihl < PKT_IPV4_HLEN || tot > len || tot < ihl + PKT_TCP_HLEN ||
-	    buf[9] != 6 || pkt_csum(buf, ihl, 0) != 0)
-		return -1;
-	if (pkt_get16(buf + 6) & 0x3fff)	/* fragments: not ours */
-		return -1;
-	th = buf + ihl;
 	thlen = (size_t)(th[12] >> 4) * 4;
-	if (thlen < PKT_TCP_HLEN || ihl + thlen > tot)
-		return -1;
-
-	memset(s, 0, sizeof(*s));
-	s->tos = buf[1];
-	s->ip_id = pkt_get16(buf + 4);
-	s->ttl = buf[8];
-	s->saddr = pkt_get32(buf + 12);
-	s->daddr = pkt_get32(buf + 16);
-	if (pkt_csum(th, tot - ihl,
-		     pkt_pseudo4(s->saddr, s->daddr, 6,
-				 (uint16_t)(tot - ihl))) != 0)
+	if (thlen < PKT_TCP_HLEN || thlen > len)
 		return -1;
 	s->sport = pkt_get16(th);
 	s->dport = pkt_get16(th + 2);
@@ -131,8 +93,128 @@ int pkt_parse4(const uint8_t *buf, size_t len, struct pkt_tcp *s)
 	s->opt = th + PKT_TCP_HLEN;
 	s->optlen = thlen - PKT_TCP_HLEN;
 	s->data = th + thlen;
-	s->len = tot - ihl - thlen;
+	s->len = len - thlen;
 	return 0;
+}
+
+size_t pkt_build4(uint8_t *buf, size_t cap, const struct pkt_tcp *s)
+{
+	size_t thlen = PKT_TCP_HLEN + s->optlen;
+	size_t tot = PKT_IPV4_HLEN + thlen + s->len;
+	uint8_t *ip = buf, *th = buf + PKT_IPV4_HLEN;
+
+	if (s->optlen % 4 || s->optlen > PKT_MAX_OPT || tot > cap ||
+	    tot > 0xffff)
+		return 0;
+
+	memset(buf, 0, PKT_IPV4_HLEN);
+	ip[0] = 0x45;			/* version 4, IHL 5 */
+	ip[1] = s->tos;
+	pkt_put16(ip + 2, (uint16_t)tot);
+	pkt_put16(ip + 4, s->ip_id);
+	pkt_put16(ip + 6, 0x4000);	/* DF */
+	ip[8] = s->ttl ? s->ttl : 64;
+	ip[9] = 6;			/* TCP */
+	pkt_put32(ip + 12, s->saddr);
+	pkt_put32(ip + 16, s->daddr);
+	pkt_put16(ip + 10, pkt_csum(ip, PKT_IPV4_HLEN, 0));
+	put_tcp(th, s, pkt_pseudo4(s->saddr, s->daddr, 6,
+				   (uint16_t)(thlen + s->len)));
+	return tot;
+}
+
+uint32_t pkt_pseudo6(const uint8_t *saddr, const uint8_t *daddr,
+		     uint8_t proto, uint32_t len)
+{
+	uint32_t sum = (len >> 16) + (len & 0xffff) + proto;
+	int i;
+
+	for (i = 0; i < 16; i += 2)
+		sum += pkt_get16(saddr + i) + pkt_get16(daddr + i);
+	return sum;
+}
+
+size_t pkt_build6(uint8_t *buf, size_t cap, const struct pkt_tcp *s)
+{
+	size_t thlen = PKT_TCP_HLEN + s->optlen;
+	size_t plen = thlen + s->len;
+	uint8_t *ip = buf, *th = buf + PKT_IPV6_HLEN;
+
+	if (s->optlen % 4 || s->optlen > PKT_MAX_OPT ||
+	    PKT_IPV6_HLEN + plen > cap || plen > 0xffff)
+		return 0;
+
+	memset(buf, 0, PKT_IPV6_HLEN);
+	ip[0] = (uint8_t)(0x60 | s->tos >> 4);	/* version 6, class */
+	ip[1] = (uint8_t)(s->tos << 4);
+	pkt_put16(ip + 4, (uint16_t)plen);
+	ip[6] = 6;				/* next header: TCP */
+	ip[7] = s->ttl ? s->ttl : 64;
+	memcpy(ip + 8, s->saddr6, 16);
+	memcpy(ip + 24, s->daddr6, 16);
+	put_tcp(th, s, pkt_pseudo6(s->saddr6, s->daddr6, 6, (uint32_t)plen));
+	return PKT_IPV6_HLEN + plen;
+}
+
+size_t pkt_build(uint8_t *buf, size_t cap, const struct pkt_tcp *s)
+{
+	return s->v6 ? pkt_build6(buf, cap, s) : pkt_build4(buf, cap, s);
+}
+
+int pkt_parse4(const uint8_t *buf, size_t len, struct pkt_tcp *s)
+{
+	size_t ihl, tot;
+
+	if (len < PKT_IPV4_HLEN || buf[0] >> 4 != 4)
+		return -1;
+	ihl = (size_t)(buf[0] & 0x0f) * 4;
+	tot = pkt_get16(buf + 2);
+	if (ihl < PKT_IPV4_HLEN || tot > len || tot < ihl + PKT_TCP_HLEN ||
+	    buf[9] != 6 || pkt_csum(buf, ihl, 0) != 0)
+		return -1;
+	if (pkt_get16(buf + 6) & 0x3fff)	/* fragments: not ours */
+		return -1;
+
+	memset(s, 0, sizeof(*s));
+	s->tos = buf[1];
+	s->ip_id = pkt_get16(buf + 4);
+	s->ttl = buf[8];
+	s->saddr = pkt_get32(buf + 12);
+	s->daddr = pkt_get32(buf + 16);
+	if (pkt_csum(buf + ihl, tot - ihl,
+		     pkt_pseudo4(s->saddr, s->daddr, 6,
+				 (uint16_t)(tot - ihl))) != 0)
+		return -1;
+	return get_tcp(buf + ihl, tot - ihl, s);
+}
+
+int pkt_parse6(const uint8_t *buf, size_t len, struct pkt_tcp *s)
+{
+	size_t plen;
+
+	if (len < PKT_IPV6_HLEN || buf[0] >> 4 != 6 || buf[6] != 6)
+		return -1;
+	plen = pkt_get16(buf + 4);
+	if (PKT_IPV6_HLEN + plen > len)
+		return -1;
+
+	memset(s, 0, sizeof(*s));
+	s->v6 = 1;
+	s->tos = (uint8_t)((buf[0] & 0x0f) << 4 | buf[1] >> 4);
+	s->ttl = buf[7];
+	memcpy(s->saddr6, buf + 8, 16);
+	memcpy(s->daddr6, buf + 24, 16);
+	if (pkt_csum(buf + PKT_IPV6_HLEN, plen,
+		     pkt_pseudo6(s->saddr6, s->daddr6, 6, (uint32_t)plen)) != 0)
+		return -1;
+	return get_tcp(buf + PKT_IPV6_HLEN, plen, s);
+}
+
+int pkt_parse(const uint8_t *buf, size_t len, struct pkt_tcp *s)
+{
+	if (len && buf[0] >> 4 == 6)
+		return pkt_parse6(buf, len, s);
+	return pkt_parse4(buf, len, s);
 }
 
 const char *pkt_addr4(uint32_t addr, char *buf)

@@ -22,12 +22,16 @@
 #define PKT_CWR 0x80
 
 #define PKT_IPV4_HLEN 20
+#define PKT_IPV6_HLEN 40
 #define PKT_TCP_HLEN 20
 #define PKT_MAX_OPT 40
 
 struct pkt_tcp {
+	int v6;			/* 0: IPv4 (saddr/daddr), 1: IPv6 (saddr6/daddr6) */
 	uint32_t saddr;		/* host order */
 	uint32_t daddr;		/* host order */
+	uint8_t saddr6[16];	/* network order, as on the wire */
+	uint8_t daddr6[16];
 	uint16_t sport;
 	uint16_t dport;
 	uint32_t seq;
@@ -35,8 +39,8 @@ struct pkt_tcp {
 	uint8_t flags;		/* PKT_* */
 	uint16_t window;
 	uint16_t urg_ptr;
-	uint8_t tos;
-	uint8_t ttl;
+	uint8_t tos;		/* IPv4 TOS or IPv6 traffic class */
+	uint8_t ttl;		/* IPv4 TTL or IPv6 hop limit */
 	uint16_t ip_id;
 	const uint8_t *opt;	/* TCP options, a multiple of 4 bytes */
 	size_t optlen;
@@ -62,6 +66,25 @@ uint32_t pkt_pseudo4(uint32_t saddr, uint32_t daddr, uint8_t proto,
  * the options are malformed.
  */
 size_t pkt_build4(uint8_t *buf, size_t cap, const struct pkt_tcp *s);
+
+/* Sum of the IPv6 pseudo header, for pkt_csum()'s initial sum. */
+uint32_t pkt_pseudo6(const uint8_t *saddr, const uint8_t *daddr,
+		     uint8_t proto, uint32_t len);
+
+/* As pkt_build4(), for an IPv6 packet (no extension headers). */
+size_t pkt_build6(uint8_t *buf, size_t cap, const struct pkt_tcp *s);
+
+/* pkt_build4() or pkt_build6(), as s->v6 says. */
+size_t pkt_build(uint8_t *buf, size_t cap, const struct pkt_tcp *s);
+
+/*
+ * Parse an IPv6 packet whose next header is TCP (no extension headers),
+ * with a valid TCP checksum. Returns 0 and fills s, or -1.
+ */
+int pkt_parse6(const uint8_t *buf, size_t len, struct pkt_tcp *s);
+
+/* pkt_parse4() or pkt_parse6(), by the version nibble. */
+int pkt_parse(const uint8_t *buf, size_t len, struct pkt_tcp *s);
 
 /*
  * Parse an IPv4/TCP packet. Returns 0 and fills s (data and opt point

@@ -125,15 +125,56 @@ static void test_rejects(void)
 	check(build_sample(b, 40, NULL, 0) == 0, "refuses_short_buffer");
 }
 
+static void test_ipv6(void)
+{
+	static const uint8_t data[] = "v6";
+	struct pkt_tcp s = {
+		.v6 = 1, .sport = 40000, .dport = 5001,
+		.seq = 1, .ack = 2, .flags = PKT_ACK, .window = 1000,
+		.tos = 0xb8, .ttl = 7, .data = data, .len = 2,
+	}, p;
+	uint8_t b[128];
+	size_t n;
+
+	s.saddr6[0] = 0x20;
+	s.saddr6[1] = 0x01;
+	s.saddr6[3] = 0x02;
+	s.saddr6[15] = 2;
+	memcpy(s.daddr6, s.saddr6, 16);
+	s.daddr6[15] = 1;
+	n = pkt_build(b, sizeof(b), &s);
+	check(n == 40 + 20 + 2, "ipv6_build_length");
+	/* version 6, class 0xb8 split over two bytes, no flow label */
+	check(b[0] == 0x6b && b[1] == 0x80 && b[2] == 0 && b[3] == 0 &&
+	      b[4] == 0 && b[5] == 22 && b[6] == 6 && b[7] == 7,
+	      "ipv6_header_layout");
+	check(b[8] == 0x20 && b[9] == 0x01 && b[11] == 0x02 && b[23] == 2 &&
+	      b[39] == 1, "ipv6_addresses_layout");
+	check(pkt_csum(b + 40, n - 40, pkt_pseudo6(s.saddr6, s.daddr6, 6,
+						   (uint32_t)(n - 40))) == 0,
+	      "ipv6_tcp_checksum_verifies");
+	check(pkt_parse(b, n, &p) == 0 && p.v6 && p.tos == 0xb8 &&
+	      p.ttl == 7 && !memcmp(p.saddr6, s.saddr6, 16) &&
+	      !memcmp(p.daddr6, s.daddr6, 16) && p.sport == 40000 &&
+	      p.seq == 1 && p.ack == 2 && p.len == 2 && p.data[0] == 'v',
+	      "ipv6_parse_roundtrip");
+	b[n - 1] ^= 0x40;
+	check(pkt_parse(b, n, &p) == -1, "ipv6_rejects_bad_checksum");
+	b[n - 1] ^= 0x40;
+	b[6] = 17;
+	check(pkt_parse(b, n, &p) == -1, "ipv6_rejects_non_tcp");
+}
+
 int main(void)
 {
-	printf("TAP version 13\n1..20\n");
+	printf("TAP version 13\n1..27\n");
 	test_csum_rfc1071();
 	test_csum_odd();
 	test_byte_order();
 	test_layout();
 	test_roundtrip();
 	test_rejects();
+	test_ipv6();
 	printf("# Totals: pass:%d fail:%d xfail:0 xpass:0 skip:0 error:0\n",
 	       num - failed, failed);
 	return failed ? 1 : 0;

@@ -78,21 +78,24 @@ def test_unknown_target_and_variant():
 def test_parse_recorded_fixed_log():
     r = lavalog.parse(read("lava-run-x86_64-fixed.log"))
     assert r["health"] == "complete"
-    assert {c["case"]: c["result"] for c in r["cases"]} == {
-        "data_data": "pass", "data_fin": "pass", "data_rst": "pass",
-        "backlog_coalesce-run": "pass"}
+    by = {c["case"]: c["result"] for c in r["cases"]}
+    assert set(by) == set(results.GUEST_CASES + [results.RUN_CASE])
+    assert set(by.values()) == {"pass"}
+    assert results.job_verdict("fixed", r["health"], r["cases"])[0] == results.PASS
 
 
 def test_parse_recorded_known_bad_log():
     r = lavalog.parse(read("lava-run-x86_64-known-bad.log"))
     by = {c["case"]: c["result"] for c in r["cases"]}
-    assert by["data_fin"] == "fail" and by["data_rst"] == "fail" and by["data_data"] == "pass"
+    for case in results.KNOWN_BAD_MUST_FAIL:
+        assert by[case] == "fail", case
+    assert by["ipv4_data_data"] == "pass" and by["ipv6_off_data_fin"] == "pass"
     assert results.job_verdict("known-bad", r["health"], r["cases"])[0] == results.CAUGHT
 
 
 def test_parse_truncated_log_is_incomplete():
     text = read("lava-run-x86_64-fixed.log")
-    cut = text[: text.index('"case": "data_fin"')]
+    cut = text[: text.index('"case": "ipv4_data_fin"')]
     r = lavalog.parse(cut)
     assert r["health"] == "incomplete"
     verdict, _ = results.job_verdict("fixed", r["health"], r["cases"])
@@ -115,25 +118,31 @@ def cases(**res):
     return [{"case": k, "result": v} for k, v in base.items()]
 
 
+ALL_BAD = {c: "fail" for c in results.KNOWN_BAD_MUST_FAIL}
+
+
 @pytest.mark.parametrize("variant,health,res,expect", [
     ("fixed", "complete", {}, results.PASS),
-    ("fixed", "complete", {"data_fin": "fail"}, results.REGRESSION),
-    ("fixed", "complete", {"data_data": "skip"}, results.INCONCLUSIVE),
+    ("fixed", "complete", {"ipv6_data_fin": "fail"}, results.REGRESSION),
+    ("fixed", "complete", {"ipv4_ctl_data_urg": "fail"}, results.REGRESSION),
+    ("fixed", "complete", {"ipv4_data_data": "skip"}, results.INCONCLUSIVE),
     ("fixed", "incomplete", {}, results.INFRA),
     ("fixed", "complete", {results.RUN_CASE: "fail"}, results.INFRA),
-    ("known-bad", "complete", {"data_fin": "fail", "data_rst": "fail"}, results.CAUGHT),
+    ("known-bad", "complete", ALL_BAD, results.CAUGHT),
+    ("known-bad", "complete", dict(ALL_BAD, ipv4_data_syn="fail"), results.CAUGHT),
     ("known-bad", "complete", {}, results.MISSED),
-    ("known-bad", "complete", {"data_fin": "fail"}, results.MISSED),
-    ("known-bad", "complete", {"data_fin": "fail", "data_rst": "skip"}, results.INCONCLUSIVE),
-    ("known-bad", "incomplete", {"data_fin": "fail", "data_rst": "fail"}, results.INFRA),
+    ("known-bad", "complete", dict(ALL_BAD, ipv6_data_noack="pass"), results.MISSED),
+    ("known-bad", "complete", dict(ALL_BAD, ipv4_data_rst="skip"), results.INCONCLUSIVE),
+    ("known-bad", "incomplete", ALL_BAD, results.INFRA),
 ])
 def test_job_verdict(variant, health, res, expect):
     assert results.job_verdict(variant, health, cases(**res))[0] == expect
 
 
 def test_missing_case_is_infrastructure():
-    c = [x for x in cases() if x["case"] != "data_rst"]
-    assert results.job_verdict("fixed", "complete", c) == (results.INFRA, "results missing: data_rst")
+    c = [x for x in cases() if x["case"] != "ipv6_data_rst"]
+    assert results.job_verdict("fixed", "complete", c) == (results.INFRA,
+                                                           "results missing: ipv6_data_rst")
 
 
 def test_run_verdict_and_json(tmp_path):
@@ -141,14 +150,15 @@ def test_run_verdict_and_json(tmp_path):
         {"target": "x86_64", "variant": "fixed", "verdict": results.PASS, "cases": cases(),
          "kernel_sha256": "k", "rootfs_sha256": "r"},
         {"target": "x86_64", "variant": "known-bad", "verdict": results.CAUGHT,
-         "cases": cases(data_fin="fail", data_rst="fail"), "kernel_sha256": "k2", "rootfs_sha256": "r"},
+         "cases": cases(**ALL_BAD), "kernel_sha256": "k2", "rootfs_sha256": "r"},
     ]
     doc = results.write_json(str(tmp_path / "results.json"), "run1", "t0", "t1", jobs)
     assert doc["verdict"] == results.PASS and doc["exit_code"] == 0
     loaded = json.loads((tmp_path / "results.json").read_text())
-    assert len(loaded["results"]) == 8
-    row = [r for r in loaded["results"] if r["variant"] == "known-bad" and r["case"] == "data_fin"][0]
-    assert row == {"arch": "x86_64", "variant": "known-bad", "case": "data_fin", "result": "fail",
+    assert len(loaded["results"]) == 2 * (len(results.GUEST_CASES) + 1)
+    row = [r for r in loaded["results"]
+           if r["variant"] == "known-bad" and r["case"] == "ipv4_data_fin"][0]
+    assert row == {"arch": "x86_64", "variant": "known-bad", "case": "ipv4_data_fin", "result": "fail",
                    "measurement": None, "units": None, "kernel_sha256": "k2", "rootfs_sha256": "r"}
     text = results.matrix(jobs)
     assert "FAIL" in text and "caught" in text

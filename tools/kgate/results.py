@@ -4,14 +4,20 @@ import os
 
 from .common import atomic_write
 
-# What the guest reports for each job (tests/backlog_coalesce --list,
-# plus the runner's own '<program>-run' case). A unit test keeps this
-# in step with the program.
-GUEST_CASES = ["data_data", "data_fin", "data_rst"]
+# What the guest reports for each job: tests/backlog_coalesce --list
+# (family x mode x case, in that order) plus the runner's own
+# '<program>-run' case. A unit test keeps this in step with the program.
+FAMILIES = ["ipv4", "ipv6"]
+MODES = ["", "off_", "ctl_"]
+BASE_CASES = ["data_data", "data_psh", "data_fin", "data_rst", "data_syn", "data_noack",
+              "data_urg", "data_ece", "data_cwr", "data_optlen", "data_tsval", "data_tos",
+              "data_gap", "flood"]
+GUEST_CASES = [f"{fam}_{mode}{case}" for fam in FAMILIES for mode in MODES for case in BASE_CASES]
 RUN_CASE = "backlog_coalesce-run"
 # The cases the known-bad kernel must fail for the gate to count as
-# having caught the Linux 5.0 regression.
-KNOWN_BAD_MUST_FAIL = ["data_fin", "data_rst"]
+# having caught the Linux 5.0 regression (held socket, coalescing on).
+KNOWN_BAD_MUST_FAIL = [f"{fam}_{case}" for fam in FAMILIES
+                       for case in ("data_fin", "data_rst", "data_noack")]
 SCHEMA_VERSION = 1
 
 # Job verdicts
@@ -102,26 +108,50 @@ def write_json(path, run_id, started, finished, jobs):
     return doc
 
 
+def _counts(by_name):
+    vals = [by_name[c] for c in GUEST_CASES if c in by_name]
+    return len(vals), vals.count("pass"), vals.count("fail"), vals.count("skip")
+
+
 def matrix(jobs):
-    """Return the matrix as text: one row per job, one column per case."""
-    cols = GUEST_CASES + [RUN_CASE]
-    heads = ["target", "variant"] + [c.replace("backlog_coalesce-", "") for c in cols] + ["verdict"]
-    rows = []
+    """Return the matrix as text: one row per job with its counts and the
+    cases the known-bad control must fail, then the cases that failed
+    where no failure was expected."""
+    key_cols = KNOWN_BAD_MUST_FAIL
+    short = [c.replace("data_", "").replace("ipv", "v") for c in key_cols]
+    heads = ["target", "variant", "cases", "pass", "fail", "skip"] + short + ["verdict"]
+    rows, notes = [], []
     for j in jobs:
         by_name = {c["case"]: c["result"] for c in j["cases"]}
+        n, p, f, s = _counts(by_name)
         cells = []
-        for c in cols:
+        for c in key_cols:
             r = by_name.get(c, "-")
             cells.append(r.upper() if r == "fail" else r)
-        verdict = j["verdict"].upper() if j["verdict"] not in (PASS, CAUGHT) else j["verdict"]
-        if j["verdict"] == CAUGHT:
+        verdict = j["verdict"]
+        if verdict == CAUGHT:
             verdict = "caught (expected failures)"
-        rows.append([j["target"], j["variant"]] + cells + [verdict])
+        elif verdict != PASS:
+            verdict = verdict.upper()
+        rows.append([j["target"], j["variant"], str(n), str(p), str(f), str(s)] + cells + [verdict])
+        failed = [c for c in GUEST_CASES + [RUN_CASE] if by_name.get(c) == "fail"]
+        skipped = [c for c in GUEST_CASES if by_name.get(c) == "skip"]
+        if j["variant"] == "known-bad":
+            extra = [c for c in failed if c not in key_cols]
+            if extra:
+                notes.append(f"{j['target']}/known-bad also failed: {', '.join(extra)}")
+        elif failed:
+            notes.append(f"{j['target']}/{j['variant']} FAILED: {', '.join(failed)}")
+        if skipped:
+            notes.append(f"{j['target']}/{j['variant']} inconclusive: {', '.join(skipped)}")
+        if j["verdict"] == INFRA:
+            notes.append(f"{j['target']}/{j['variant']}: {j.get('reason', '')}")
     widths = [max(len(str(r[i])) for r in [heads] + rows) for i in range(len(heads))]
     out = ["  ".join(h.ljust(w) for h, w in zip(heads, widths))]
     out.append("  ".join("-" * w for w in widths))
     for r in rows:
         out.append("  ".join(str(c).ljust(w) for c, w in zip(r, widths)))
+    out += notes
     return "\n".join(line.rstrip() for line in out)
 
 
