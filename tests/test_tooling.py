@@ -79,7 +79,7 @@ def test_parse_recorded_fixed_log():
     r = lavalog.parse(read("lava-run-x86_64-fixed.log"))
     assert r["health"] == "complete"
     by = {c["case"]: c["result"] for c in r["cases"]}
-    assert set(by) == set(results.GUEST_CASES + [results.RUN_CASE])
+    assert set(results.GUEST_CASES + [results.RUN_CASE, results.UNIT_RUN_CASE]) <= set(by)
     assert set(by.values()) == {"pass"}
     assert results.job_verdict("fixed", r["health"], r["cases"])[0] == results.PASS
 
@@ -113,7 +113,8 @@ def test_parse_ignores_garbage_lines():
 # --- verdicts --------------------------------------------------------------
 
 def cases(**res):
-    base = {c: "pass" for c in results.GUEST_CASES + [results.RUN_CASE]}
+    base = {c: "pass" for c in results.GUEST_CASES + [results.RUN_CASE, results.UNIT_RUN_CASE,
+                                                       "csum_rfc1071"]}
     base.update(res)
     return [{"case": k, "result": v} for k, v in base.items()]
 
@@ -128,6 +129,8 @@ ALL_BAD = {c: "fail" for c in results.KNOWN_BAD_MUST_FAIL}
     ("fixed", "complete", {"ipv4_data_data": "skip"}, results.INCONCLUSIVE),
     ("fixed", "incomplete", {}, results.INFRA),
     ("fixed", "complete", {results.RUN_CASE: "fail"}, results.INFRA),
+    ("fixed", "complete", {"csum_rfc1071": "fail"}, results.REGRESSION),
+    ("known-bad", "complete", dict(ALL_BAD, csum_rfc1071="fail"), results.INFRA),
     ("known-bad", "complete", ALL_BAD, results.CAUGHT),
     ("known-bad", "complete", dict(ALL_BAD, ipv4_data_syn="fail"), results.CAUGHT),
     ("known-bad", "complete", {}, results.MISSED),
@@ -155,7 +158,7 @@ def test_run_verdict_and_json(tmp_path):
     doc = results.write_json(str(tmp_path / "results.json"), "run1", "t0", "t1", jobs)
     assert doc["verdict"] == results.PASS and doc["exit_code"] == 0
     loaded = json.loads((tmp_path / "results.json").read_text())
-    assert len(loaded["results"]) == 2 * (len(results.GUEST_CASES) + 1)
+    assert len(loaded["results"]) == 2 * (len(results.GUEST_CASES) + 3)
     row = [r for r in loaded["results"]
            if r["variant"] == "known-bad" and r["case"] == "ipv4_data_fin"][0]
     assert row == {"arch": "x86_64", "variant": "known-bad", "case": "ipv4_data_fin", "result": "fail",

@@ -21,6 +21,9 @@ from .common import (BUILD, TOP, KgateError, atomic_copy, atomic_write, log, nee
 TEST_PROGRAMS = {
     # program: its C sources under tests/
     "backlog_coalesce": ["backlog_coalesce.c", "pkt.c"],
+    # the packet code's unit tests, run on every guest: byte order is
+    # only really tested on a big-endian one
+    "test_pkt": ["test_pkt.c", "pkt.c"],
 }
 TEST_HEADERS = ["pkt.h"]
 RECIPE = "1"
