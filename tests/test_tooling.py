@@ -224,3 +224,11 @@ def test_bench_table_reads_what_was_recorded(tmp_path, monkeypatch):
     text = bench.table(["t1"], doc)
     row = text.splitlines()[1].split()
     assert row[:2] == ["t1", "201s"] and "2.2s" in row and "5.0s" in row
+
+
+def test_disabled_targets_are_left_out_by_default(monkeypatch, capsys):
+    from kgate import cli
+    rows = {"a": {"name": "a"}, "b": {"name": "b", "disabled": "does not boot"}}
+    monkeypatch.setattr(cli, "load_targets", lambda: rows)
+    assert cli.default_targets() == ["a"]
+    assert "skipping b: does not boot" in capsys.readouterr().err
