@@ -8,7 +8,7 @@ import time
 
 from . import kernel, results, rootfs
 from . import run as runner
-from .common import BUILD, VARIANTS, load_targets, log, read_text
+from .common import BUILD, VARIANTS, format_table, load_targets, log, read_text
 
 
 def _secs(path):
@@ -40,10 +40,7 @@ def table(names, doc):
             _fmt(fixed.get("seconds")),
             _fmt(bad.get("seconds")),
         ])
-    widths = [max(len(r[i]) for r in [heads] + rows) for i in range(len(heads))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(heads, widths))]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
-    return "\n".join(line.rstrip() for line in lines)
+    return format_table(heads, rows)
 
 
 def wipe():

@@ -1,7 +1,5 @@
 """kgate command line."""
 import argparse
-import sys
-
 import os
 
 from . import bench, kernel, render, results, rootfs
@@ -63,25 +61,27 @@ def cmd_jobs(args):
     return 0
 
 
-def cmd_run(args):
-    names = args.target or default_targets()
-    doc, run_dir = runner.run(names, args.variant or VARIANTS, parallel=args.parallel, jobs=args.jobs)
+def print_gate(doc):
+    """The matrix and the gate's verdict of a run; return its exit code."""
     print(results.matrix(doc["jobs"]))
     print()
     print(f"Gate: {doc['verdict'].upper()}: {doc['summary']}")
-    print(f"Results: {os.path.relpath(os.path.join(run_dir, 'results.json'), TOP)}")
     return doc["exit_code"]
+
+
+def cmd_run(args):
+    names = args.target or default_targets()
+    doc, run_dir = runner.run(names, args.variant or VARIANTS, parallel=args.parallel, jobs=args.jobs)
+    code = print_gate(doc)
+    print(f"Results: {os.path.relpath(os.path.join(run_dir, 'results.json'), TOP)}")
+    return code
 
 
 def cmd_matrix(args):
     path = args.results or os.path.join(runner.RUNS, "latest", "results.json")
     if not os.path.isfile(path):
         raise KgateError(f"no results at {path}: run 'make run' first")
-    doc = results.load(path)
-    print(results.matrix(doc["jobs"]))
-    print()
-    print(f"Gate: {doc['verdict'].upper()}: {doc['summary']}")
-    return doc["exit_code"]
+    return print_gate(results.load(path))
 
 
 def cmd_bench(args):

@@ -44,6 +44,18 @@ def check_variant(variant):
         raise KgateError(f"unknown variant '{variant}'; known variants: {', '.join(VARIANTS)}")
 
 
+def format_table(heads, rows, rule=False):
+    """Left-aligned columns two spaces apart; a dashed rule under the
+    heads if rule; no trailing blanks."""
+    rows = [[str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in [heads] + rows) for i in range(len(heads))]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(heads, widths))]
+    if rule:
+        lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+    return "\n".join(line.rstrip() for line in lines)
+
+
 def sha256_file(path):
     h = hashlib.sha256()
     with open(path, "rb") as f:

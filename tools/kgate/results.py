@@ -2,7 +2,7 @@
 import json
 import os
 
-from .common import atomic_write
+from .common import atomic_write, format_table
 
 # What the guest reports for each job: tests/backlog_coalesce --list
 # (family x mode x case, in that order) plus the runner's own
@@ -155,13 +155,7 @@ def matrix(jobs):
             notes.append(f"{j['target']}/{j['variant']} inconclusive: {', '.join(skipped)}")
         if j["verdict"] == INFRA:
             notes.append(f"{j['target']}/{j['variant']}: {j.get('reason', '')}")
-    widths = [max(len(str(r[i])) for r in [heads] + rows) for i in range(len(heads))]
-    out = ["  ".join(h.ljust(w) for h, w in zip(heads, widths))]
-    out.append("  ".join("-" * w for w in widths))
-    for r in rows:
-        out.append("  ".join(str(c).ljust(w) for c, w in zip(r, widths)))
-    out += notes
-    return "\n".join(line.rstrip() for line in out)
+    return "\n".join([format_table(heads, rows, rule=True)] + notes)
 
 
 def load(path):
