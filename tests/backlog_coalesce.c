@@ -34,7 +34,6 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <linux/if_tun.h>
-#include <linux/userfaultfd.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -48,13 +47,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "harness.h"
 #include "pkt.h"
 
 #define TUN_NAME	"kgate0"
@@ -74,11 +72,6 @@
 #define SETTLE_MS	2000
 /* How long "nothing more arrives" is watched. */
 #define QUIET_MS	100
-#define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
-
-#define KSFT_PASS	0
-#define KSFT_FAIL	1
-#define KSFT_SKIP	4
 
 /* 2001:2::/48 is the IPv6 benchmarking range (RFC 5180). */
 static const uint8_t local6[16] = { 0x20, 0x01, 0, 0x02, [15] = 1 };
@@ -107,9 +100,7 @@ struct fam {
 
 struct env {
 	int tun;
-	int uffd;
-	uint8_t *page;
-	long pagesz;
+	struct uffd_hold hold;
 	struct fam fam[2];
 	uint16_t next_port;
 	uint16_t ip_id;
@@ -129,12 +120,6 @@ struct conn {
 	uint32_t fin_end;	/* sequence after our FIN, 0 if none */
 	uint32_t rd;		/* next stream offset the application reads */
 	struct timespec deadline;
-};
-
-struct counters {
-	long long coalesce;
-	long long drop;
-	long long hphits;
 };
 
 struct receiver {
@@ -187,18 +172,6 @@ struct testcase {
 	bool fast_path;
 };
 
-static void diag(const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("# ");
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	fflush(stdout);
-}
-
 static enum verdict set_result(struct result *r, enum verdict v,
 			       const char *fmt, ...)
 {
@@ -211,97 +184,11 @@ static enum verdict set_result(struct result *r, enum verdict v,
 	return v;
 }
 
-static uint8_t stream_byte(uint32_t off)
-{
-	return (uint8_t)(off * 131u + 7u + (off >> 8));
-}
-
-static void now(struct timespec *ts)
-{
-	clock_gettime(CLOCK_MONOTONIC, ts);
-}
-
-static void deadline_in(struct timespec *ts, int ms)
-{
-	now(ts);
-	ts->tv_sec += ms / 1000;
-	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
-	}
-}
-
-static int ms_left(const struct timespec *deadline)
-{
-	struct timespec t;
-	long long ms;
-
-	now(&t);
-	ms = (long long)(deadline->tv_sec - t.tv_sec) * 1000 +
-	     (deadline->tv_nsec - t.tv_nsec) / 1000000;
-	return ms < 0 ? 0 : (int)ms;
-}
-
 static int capped_ms(const struct conn *c, int cap)
 {
 	int left = ms_left(&c->deadline);
 
 	return left < cap ? left : cap;
-}
-
-static int write_file(const char *path, const char *val)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -1;
-	n = write(fd, val, strlen(val));
-	close(fd);
-	return n == (ssize_t)strlen(val) ? 0 : -1;
-}
-
-/* TcpExt counters of this thread's network namespace. */
-static int read_counters(struct counters *c)
-{
-	char names[8192], values[8192];
-	char *n, *v, *sn, *sv;
-	FILE *f;
-	int found = 0;
-
-	f = fopen("/proc/net/netstat", "re");
-	if (!f)
-		return -1;
-	while (fgets(names, sizeof(names), f)) {
-		if (!fgets(values, sizeof(values), f))
-			break;
-		if (strncmp(names, "TcpExt:", 7))
-			continue;
-		n = strtok_r(names + 7, "\n ", &sn);
-		v = strtok_r(values + 7, "\n ", &sv);
-		while (n && v) {
-			if (!strcmp(n, "TCPBacklogCoalesce")) {
-				c->coalesce = atoll(v);
-				found |= 1;
-			} else if (!strcmp(n, "TCPBacklogDrop")) {
-				c->drop = atoll(v);
-				found |= 2;
-			} else if (!strcmp(n, "TCPHPHits")) {
-				c->hphits = atoll(v);
-				found |= 4;
-			}
-			n = strtok_r(NULL, "\n ", &sn);
-			v = strtok_r(NULL, "\n ", &sv);
-		}
-	}
-	fclose(f);
-	return found == 7 ? 0 : -1;
-}
-
-static int set_coalesce(int on)
-{
-	return write_file("/proc/sys/net/ipv4/tcp_backlog_coalesce", on ? "1" : "0");
 }
 
 /* The in6_ifreq of <linux/ipv6.h>, which clashes with glibc's headers. */
@@ -410,52 +297,6 @@ static int setup_listener(struct fam *f)
 		return -1;
 	}
 	return listen(f->lfd, 16);
-}
-
-static int setup_uffd(struct env *e)
-{
-	struct uffdio_api api = { .api = UFFD_API };
-	int dev;
-
-	e->uffd = (int)syscall(__NR_userfaultfd, O_CLOEXEC | O_NONBLOCK);
-	if (e->uffd < 0) {
-		/* Without CAP_SYS_PTRACE: the 6.1+ device node. */
-		dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
-		if (dev < 0)
-			return -1;
-		e->uffd = ioctl(dev, USERFAULTFD_IOC_NEW, O_CLOEXEC | O_NONBLOCK);
-		close(dev);
-		if (e->uffd < 0)
-			return -1;
-	}
-	if (ioctl(e->uffd, UFFDIO_API, &api))
-		return -1;
-	e->pagesz = sysconf(_SC_PAGESIZE);
-	return 0;
-}
-
-/*
- * Map a fresh, never touched page and register it, so that the next
- * copy into it faults. (A new mapping rather than MADV_DONTNEED: tiny
- * kernels are often built without madvise().)
- */
-static int arm_page(struct env *e)
-{
-	struct uffdio_register reg;
-
-	if (e->page && munmap(e->page, e->pagesz))
-		return -1;
-	e->page = mmap(NULL, e->pagesz, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (e->page == MAP_FAILED) {
-		e->page = NULL;
-		return -1;
-	}
-	memset(&reg, 0, sizeof(reg));
-	reg.range.start = (unsigned long)e->page;
-	reg.range.len = e->pagesz;
-	reg.mode = UFFDIO_REGISTER_MODE_MISSING;
-	return ioctl(e->uffd, UFFDIO_REGISTER, &reg);
 }
 
 static void fill_addrs(const struct conn *c, struct pkt_tcp *s)
@@ -665,42 +506,6 @@ static void *receiver_main(void *arg)
 	return NULL;
 }
 
-/* Wait for the receiver to fault on the registered page. */
-static int wait_fault(struct env *e, int ms)
-{
-	struct pollfd pfd = { .fd = e->uffd, .events = POLLIN };
-	struct uffd_msg msg;
-	struct timespec dl;
-	ssize_t n;
-
-	deadline_in(&dl, ms);
-	for (;;) {
-		n = read(e->uffd, &msg, sizeof(msg));
-		if (n == sizeof(msg) && msg.event == UFFD_EVENT_PAGEFAULT)
-			return 1;
-		if (n < 0 && errno != EAGAIN)
-			return -1;
-		if (!ms_left(&dl))
-			return 0;
-		if (poll(&pfd, 1, ms_left(&dl)) < 0 && errno != EINTR)
-			return -1;
-	}
-}
-
-/* Map a zero page at the registered address: wakes the faulting thread. */
-static void resolve_fault(struct env *e)
-{
-	static uint8_t zero[65536];
-	struct uffdio_copy cp = {
-		.dst = (unsigned long)e->page,
-		.src = (unsigned long)zero,
-		.len = (unsigned long)e->pagesz,
-	};
-
-	if (ioctl(e->uffd, UFFDIO_COPY, &cp) && errno != EEXIST)
-		diag("UFFDIO_COPY: %s", strerror(errno));
-}
-
 static int join_receiver(struct receiver *rx, int ms)
 {
 	struct timespec ts;
@@ -748,12 +553,12 @@ static enum verdict run_segs(struct env *e, struct conn *c,
 		return V_PASS;
 	}
 
-	if (arm_page(e))
+	if (uffd_arm(&e->hold))
 		return set_result(r, V_FAIL, "userfaultfd page: %s", strerror(errno));
-	rx.buf = e->page;
+	rx.buf = e->hold.page;
 	if (pthread_create(&rx.thread, NULL, receiver_main, &rx))
 		return set_result(r, V_FAIL, "pthread_create failed");
-	rc = wait_fault(e, ms_left(&c->deadline));
+	rc = uffd_wait(&e->hold, ms_left(&c->deadline));
 	h->held = rc == 1;
 	if (h->held) {
 		read_counters(&h->before);
@@ -761,7 +566,7 @@ static enum verdict run_segs(struct env *e, struct conn *c,
 			diag("writing to tun: %s", strerror(errno));
 		read_counters(&h->during);
 	}
-	resolve_fault(e);
+	uffd_resolve(&e->hold);
 	if (!h->held)
 		shutdown(c->fd, SHUT_RD);	/* wake a receiver that never faulted */
 	if (join_receiver(&rx, ms_left(&c->deadline))) {
@@ -772,10 +577,10 @@ static enum verdict run_segs(struct env *e, struct conn *c,
 	if (!h->held)
 		return set_result(r, V_SKIP,
 				  "inconclusive: the receiver never faulted on the userfaultfd page, so the socket was not held");
-	if (rx.ret != 1 || e->page[0] != stream_byte(0))
+	if (rx.ret != 1 || e->hold.page[0] != stream_byte(0))
 		return set_result(r, V_FAIL, "held recv() returned %zd (%s), byte 0x%02x, expected 1 byte 0x%02x",
 				  rx.ret, rx.ret < 0 ? strerror(rx.err) : "ok",
-				  e->page[0], stream_byte(0));
+				  e->hold.page[0], stream_byte(0));
 	c->rd = 1;
 	return V_PASS;
 }
@@ -1215,24 +1020,6 @@ static void print_help(FILE *f, const char *prog)
 		fprintf(f, "  %-12s %s\n", cases[i].name, cases[i].desc);
 }
 
-static bool has_sysctl(void)
-{
-	char buf[16] = "";
-	int fd = open("/proc/sys/net/ipv4/tcp_backlog_coalesce", O_RDONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0) {
-		diag("net.ipv4.tcp_backlog_coalesce: absent (a kernel without the kgate patch)");
-		return false;
-	}
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	buf[n > 0 ? n : 0] = '\0';
-	buf[strcspn(buf, "\n")] = '\0';
-	diag("net.ipv4.tcp_backlog_coalesce: %s", buf);
-	return true;
-}
-
 static struct item items[ARRAY_SIZE(cases) * 2 * M_COUNT];
 
 static int build_items(struct env *e)
@@ -1303,7 +1090,7 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct env e = {
-		.tun = -1, .uffd = -1, .next_port = 40000, .timeout_ms = 10000,
+		.tun = -1, .hold.fd = -1, .next_port = 40000, .timeout_ms = 10000,
 		.fam = {
 			{ .name = "ipv4", .v6 = 0, .lfd = -1, .mss = 1460 },
 			{ .name = "ipv6", .v6 = 1, .lfd = -1, .mss = 1440 },
@@ -1425,7 +1212,7 @@ int main(int argc, char **argv)
 			return KSFT_FAIL;
 		}
 	}
-	if (setup_uffd(&e)) {
+	if (uffd_open(&e.hold)) {
 		printf("Bail out! userfaultfd: %s\n", strerror(errno));
 		return KSFT_FAIL;
 	}

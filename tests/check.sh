@@ -31,7 +31,7 @@ build_native() {
 	mkdir -p "$native" &&
 	gcc -O2 -Wall -Wextra -Werror -o "$native/test_pkt" tests/test_pkt.c tests/pkt.c &&
 	gcc -O2 -Wall -Wextra -Wno-unused-parameter -Werror -pthread -o "$native/backlog_coalesce" \
-		tests/backlog_coalesce.c tests/pkt.c
+		tests/backlog_coalesce.c tests/pkt.c tests/harness.c
 }
 
 native_backlog() {

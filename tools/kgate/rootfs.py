@@ -20,12 +20,12 @@ from .common import (BUILD, TOP, KgateError, atomic_copy, atomic_write, log, nee
 
 TEST_PROGRAMS = {
     # program: its C sources under tests/
-    "backlog_coalesce": ["backlog_coalesce.c", "pkt.c"],
+    "backlog_coalesce": ["backlog_coalesce.c", "pkt.c", "harness.c"],
     # the packet code's unit tests, run on every guest: byte order is
     # only really tested on a big-endian one
     "test_pkt": ["test_pkt.c", "pkt.c"],
 }
-TEST_HEADERS = ["pkt.h"]
+TEST_HEADERS = ["pkt.h", "harness.h"]
 RECIPE = "1"
 
 
