@@ -10,7 +10,7 @@ import yaml
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 
-from kgate import common, kernel, lavalog, render, results  # noqa: E402
+from kgate import common, figures, kernel, lavalog, render, results  # noqa: E402
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 ART = {"kernel": {"url": "file:///k/image", "sha256": "a" * 64},
@@ -170,6 +170,107 @@ def test_run_verdict_and_json(tmp_path):
     assert results.run_verdict(broken)[1] == 1
     broken[0]["verdict"] = results.INFRA
     assert results.run_verdict(broken)[0] == results.MISSED
+
+
+# --- the benchmark ---------------------------------------------------------
+
+BENCH = "1_kgate-bench"
+
+
+def bench_cases(res=None, figs=None):
+    """The benchmark's cases as LAVA reports them: verdicts and figures."""
+    out = []
+    base = {c: "pass" for c in results.BENCH_CASES + [results.BENCH_RUN_CASE]}
+    base.update(res or {})
+    for name, r in base.items():
+        out.append({"definition": BENCH, "case": name, "result": r})
+    for name, (v, units) in (figs or {}).items():
+        out.append({"definition": BENCH, "case": name, "result": "pass",
+                    "measurement": v, "units": units})
+    return out
+
+
+@pytest.mark.parametrize("res,expect", [
+    ({}, results.PASS),
+    ({"bulk_coalesced": "skip"}, results.PASS),          # one CPU: reported, not gating
+    ({"bulk_intact": "fail"}, results.REGRESSION),       # a broken stream
+    ({"drain_coalesced": "fail"}, results.REGRESSION),   # merged with the sysctl at 0
+    ({results.BENCH_RUN_CASE: "fail"}, results.INFRA),   # crashed
+])
+def test_bench_part_of_the_verdict(res, expect):
+    assert results.job_verdict("fixed", "complete", cases() + bench_cases(res),
+                               bench=True)[0] == expect
+
+
+def test_bench_missing_is_infrastructure_only_where_expected():
+    assert results.job_verdict("fixed", "complete", cases(), bench=True)[0] == results.INFRA
+    assert results.job_verdict("fixed", "complete", cases(), bench=False)[0] == results.PASS
+    # A benchmark case never counts as a failed packet unit test (that
+    # would make the known-bad job infrastructure); the control stays
+    # judged by its own cases.
+    v = results.job_verdict("known-bad", "complete", cases(**ALL_BAD) +
+                            bench_cases({"bulk_intact": "fail"}))
+    assert v[0] == results.CAUGHT
+
+
+def test_bench_runs_only_for_kernels_meant_to_ship():
+    tgt = common.target("x86_64")
+    art = {"url": "file:///k", "sha256": "0" * 64}
+    assert "backlog_bench" in render.render_job(tgt, "fixed", art, art)
+    assert "backlog_bench" not in render.render_job(tgt, "known-bad", art, art)
+    assert render.has_bench("fixed") and not render.has_bench("known-bad")
+
+
+FIGS = {
+    "bulk_on_goodput": (50.0, "MB/s"), "bulk_off_goodput": (40.0, "MB/s"),
+    "bulk_ratio": (1.25, "x"), "bulk_ratio_min": (1.1, "x"), "bulk_ratio_max": (1.4, "x"),
+    "bulk_on_merges": (120.0, "segments"), "bulk_on_backlog_drops": (0.0, "segments"),
+    "bulk_off_backlog_drops": (3.0, "segments"),
+    "drain_0_on_time": (150.0, "us"), "drain_0_segments": (0.0, "segments"),
+    "drain_0_ratio": (1.0, "x"), "drain_0_ratio_min": (0.8, "x"), "drain_0_ratio_max": (1.2, "x"),
+    "drain_1000_segments": (1000.0, "segments"),
+    "drain_1000_on_time": (400.0, "us"), "drain_1000_off_time": (2600.0, "us"),
+    "drain_1000_ratio": (6.5, "x"), "drain_1000_ratio_min": (4.0, "x"),
+    "drain_1000_ratio_max": (9.5, "x"), "drain_1000_on_merges": (944.0, "segments"),
+    "drain_1000_on_backlog_drops": (0.0, "segments"),
+    "drain_1000_off_backlog_drops": (0.0, "segments"),
+}
+
+
+def test_figures_table_and_plot():
+    jobs = [{"target": "x86_64", "variant": "fixed", "cases": cases() + bench_cases(figs=FIGS)},
+            {"target": "mips", "variant": "fixed",
+             "cases": cases() + bench_cases(figs={"drain_0_on_time": (1.0, "us")})},
+            {"target": "x86_64", "variant": "known-bad", "cases": cases(**ALL_BAD)}]
+    rows = figures.summary(jobs)
+    assert [r["target"] for r in rows] == ["x86_64", "mips"]
+    assert rows[0]["drain_n"] == 1000 and rows[0]["bulk_ratio"] == (1.25, 1.1, 1.4)
+    assert rows[1]["drain_n"] is None and rows[1]["bulk_ratio"] == (None, None, None)
+    text = figures.table(jobs)
+    line = [x for x in text.splitlines() if x.startswith("x86_64")][0]
+    for cell in ("50.0", "40.0", "1.25x (1.10-1.40)", "6.50x (4.00-9.50)", "0/3", "944"):
+        assert cell in line
+    plot = figures.svg(jobs)
+    import xml.etree.ElementTree as ET
+    root = ET.fromstring(plot)
+    texts = [t.text for t in root.iter("{http://www.w3.org/2000/svg}text")]
+    assert "x86_64" in texts and "mips" in texts
+    assert "1.25x" in texts and "6.50x (1000 segs)" in texts and "not measured" in texts
+    assert figures.table([jobs[2]]) == "" and figures.svg([jobs[2]]) is None
+
+
+def test_bench_cases_match_the_program():
+    prog = os.environ.get("KGATE_NATIVE_BENCH")
+    if not prog:
+        pytest.skip("KGATE_NATIVE_BENCH not set (make check sets it)")
+    out = subprocess.run([prog, "--reps", "1", "--bulk-bytes", "64K", "--drain", "0,10"],
+                         capture_output=True, text=True, timeout=120).stdout
+    names = [line.split()[2] for line in out.splitlines()
+             if line.startswith(("ok ", "not ok ")) and not line.startswith("not")] + \
+            [line.split()[3] for line in out.splitlines() if line.startswith("not ok ")]
+    assert sorted(names) == sorted(results.BENCH_CASES), out
+    figs = [line.split()[2] for line in out.splitlines() if line.startswith("# kgate-measure ")]
+    assert "bulk_on_goodput" in figs and "drain_10_on_time" in figs, out
 
 
 def test_guest_cases_match_the_program():

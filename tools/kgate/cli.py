@@ -2,7 +2,7 @@
 import argparse
 import os
 
-from . import bench, kernel, render, results, rootfs
+from . import bench, figures, kernel, render, results, rootfs
 from . import run as runner
 from .common import TOP, VARIANTS, KgateError, load_targets, log
 
@@ -65,6 +65,10 @@ def print_gate(doc):
     """The matrix and the gate's verdict of a run; return its exit code."""
     print(results.matrix(doc["jobs"]))
     print()
+    fig = figures.table(doc["jobs"])
+    if fig:
+        print(fig)
+        print()
     print(f"Gate: {doc['verdict'].upper()}: {doc['summary']}")
     return doc["exit_code"]
 

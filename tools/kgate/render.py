@@ -16,8 +16,18 @@ DEFAULTS = {
     "priority": "medium",
     "visibility": "public",
     "tags": [],
-    "timeouts": {"job": 10, "action": 3, "deploy": 2, "boot": 2, "test": 3},
+    "timeouts": {"job": 12, "action": 3, "deploy": 2, "boot": 2, "test": 3, "bench": 4},
+    # tests/backlog_bench in the guest (bulk goodput and backlog drain,
+    # coalescing on and off); None leaves it out of the job.
+    "bench_args": "--reps 5 --bulk-bytes 1M --drain 0,100,1000",
 }
+# The benchmark measures kernels meant to ship, not the known-bad control.
+NO_BENCH_VARIANTS = ("known-bad",)
+
+
+def has_bench(variant):
+    """Whether the jobs of this variant run the benchmark."""
+    return variant not in NO_BENCH_VARIANTS and DEFAULTS["bench_args"] is not None
 
 
 def _env():
@@ -46,6 +56,8 @@ def kernel_cmdline(tgt):
 def job_values(tgt, variant, kernel, rootfs, **overrides):
     vals = dict(DEFAULTS)
     vals.update({k: v for k, v in overrides.items() if v is not None})
+    if variant in NO_BENCH_VARIANTS:
+        vals["bench_args"] = None
     vals.update({
         "target": tgt,
         "variant": variant,

@@ -20,6 +20,11 @@ UNIT_RUN_CASE = "test_pkt-run"
 # having caught the Linux 5.0 regression (held socket, coalescing on).
 KNOWN_BAD_MUST_FAIL = [f"{fam}_{case}" for fam in FAMILIES
                        for case in ("data_fin", "data_rst", "data_noack")]
+# tests/backlog_bench, in its own test definition: four cases, its
+# '-run' case, and figures (cases carrying a measurement).
+BENCH_DEFINITION = "kgate-bench"
+BENCH_CASES = ["bulk_intact", "bulk_coalesced", "drain_intact", "drain_coalesced"]
+BENCH_RUN_CASE = "backlog_bench-run"
 SCHEMA_VERSION = 1
 
 # Job verdicts
@@ -33,8 +38,64 @@ MISSED = "missed"              # known-bad kernel passed: the gate is blind
 EXIT_CODES = {PASS: 0, REGRESSION: 1, MISSED: 1, INFRA: 3, INCONCLUSIVE: 4}
 
 
-def job_verdict(variant, health, cases):
-    """Return (verdict, reason) for one job from its health and cases."""
+def is_bench(case):
+    """Whether a case comes from the benchmark's test definition
+    (LAVA prefixes definitions with their index: '1_kgate-bench')."""
+    d = case.get("definition", "")
+    return d == BENCH_DEFINITION or d.endswith("_" + BENCH_DEFINITION)
+
+
+def figures(cases):
+    """The benchmark's figures: {name: (value, units)}."""
+    out = {}
+    for c in cases:
+        if is_bench(c) and c.get("measurement") is not None:
+            try:
+                out[c["case"]] = (float(c["measurement"]), c.get("units") or "")
+            except (TypeError, ValueError):
+                continue
+    return out
+
+
+def bench_verdict(cases, expected):
+    """Return (verdict or None, reason) for the benchmark's part of a job.
+
+    Only what can be wrong with the kernel or the guest counts: a
+    broken stream or merges with coalescing off is a regression; a
+    crashed or missing benchmark is infrastructure. Inconclusive
+    benchmark cases (the backlog never used, as on one CPU) are
+    reported but do not decide the gate.
+    """
+    by_name = {c["case"]: c["result"] for c in cases if is_bench(c)}
+    if not by_name:
+        return (INFRA, "benchmark results missing") if expected else (None, "")
+    if by_name.get(BENCH_RUN_CASE) == "fail":
+        return INFRA, "the benchmark crashed or reported fewer cases than planned"
+    missing = [c for c in BENCH_CASES + [BENCH_RUN_CASE] if c not in by_name]
+    if missing:
+        return INFRA, f"benchmark results missing: {', '.join(missing)}"
+    failed = [c for c in BENCH_CASES if by_name[c] == "fail"]
+    if failed:
+        return REGRESSION, f"benchmark failed: {', '.join(failed)}"
+    skipped = [c for c in BENCH_CASES if by_name[c] == "skip"]
+    return None, f"benchmark inconclusive: {', '.join(skipped)}" if skipped else ""
+
+
+def job_verdict(variant, health, all_cases, bench=False):
+    """Return (verdict, reason) for one job from its health and cases.
+
+    bench: the job was meant to run the benchmark too.
+    """
+    verdict, reason = _gate_verdict(variant, health, [c for c in all_cases if not is_bench(c)])
+    if verdict in (INFRA, MISSED) or health != "complete":
+        return verdict, reason
+    bv, breason = bench_verdict(all_cases, bench)
+    if bv == INFRA or (bv == REGRESSION and verdict in (PASS, INCONCLUSIVE)):
+        return bv, breason if verdict == PASS else f"{breason}; {reason}"
+    return verdict, reason
+
+
+def _gate_verdict(variant, health, cases):
     by_name = {c["case"]: c["result"] for c in cases}
     missing = [c for c in GUEST_CASES + [RUN_CASE, UNIT_RUN_CASE] if c not in by_name]
     if health != "complete":
@@ -153,6 +214,9 @@ def matrix(jobs):
             notes.append(f"{j['target']}/{j['variant']} FAILED: {', '.join(failed)}")
         if skipped:
             notes.append(f"{j['target']}/{j['variant']} inconclusive: {', '.join(skipped)}")
+        bv, breason = bench_verdict(j["cases"], False)
+        if bv is None and breason:
+            notes.append(f"{j['target']}/{j['variant']} {breason}")
         if j["verdict"] == INFRA:
             notes.append(f"{j['target']}/{j['variant']}: {j.get('reason', '')}")
     return "\n".join([format_table(heads, rows, rule=True)] + notes)

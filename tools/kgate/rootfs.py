@@ -24,6 +24,8 @@ TEST_PROGRAMS = {
     # the packet code's unit tests, run on every guest: byte order is
     # only really tested on a big-endian one
     "test_pkt": ["test_pkt.c", "pkt.c"],
+    # receive goodput and backlog drain time, coalescing on and off
+    "backlog_bench": ["backlog_bench.c", "pkt.c", "harness.c"],
 }
 TEST_HEADERS = ["pkt.h", "harness.h"]
 RECIPE = "1"

@@ -9,7 +9,7 @@ import subprocess
 import threading
 import time
 
-from . import kernel, lavalog, render, results, rootfs
+from . import figures, kernel, lavalog, render, results, rootfs
 from .common import (BUILD, TOP, VARIANTS, KgateError, atomic_write, check_variant, log,
                      need_tools, sha256_file, target)
 
@@ -100,6 +100,14 @@ def _point_latest(run_dir):
     os.replace(tmp, link)
 
 
+def write_figures(run_dir, jobs):
+    """bench.txt and bench.svg of a run, when a job measured anything."""
+    text = figures.table(jobs)
+    if text:
+        atomic_write(os.path.join(run_dir, "bench.txt"), text + "\n")
+        atomic_write(os.path.join(run_dir, "bench.svg"), figures.svg(jobs))
+
+
 def run(target_names, variants=VARIANTS, parallel=1, jobs=None, job_timeout=900):
     """Run the matrix for target_names x variants; return (doc, run_dir)."""
     for v in variants:
@@ -127,7 +135,8 @@ def run(target_names, variants=VARIANTS, parallel=1, jobs=None, job_timeout=900)
             shutil.copy(job_path, os.path.join(outdir, "job.yaml"))
             log(f"[run] start  {name}/{v}")
             parsed, secs = run_job(job_path, dev, outdir, job_timeout)
-            verdict, reason = results.job_verdict(v, parsed["health"], parsed["cases"])
+            verdict, reason = results.job_verdict(v, parsed["health"], parsed["cases"],
+                                                  bench=render.has_bench(v))
             log(f"[run] end    {name}/{v}: {verdict} ({reason}) in {secs:.1f}s")
             return {
                 "target": name, "variant": v, "verdict": verdict, "reason": reason,
@@ -144,5 +153,6 @@ def run(target_names, variants=VARIANTS, parallel=1, jobs=None, job_timeout=900)
         doc = results.write_json(os.path.join(run_dir, "results.json"), os.path.basename(run_dir),
                                  started, finished, done)
         atomic_write(os.path.join(run_dir, "matrix.txt"), results.matrix(done) + "\n")
+        write_figures(run_dir, done)
         _point_latest(run_dir)
     return doc, run_dir
