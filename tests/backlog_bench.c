@@ -56,6 +56,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -92,8 +93,11 @@ struct flow {
 	uint8_t wscale;		/* the kernel's window scale */
 	uint32_t una;		/* first offset not acknowledged */
 	uint32_t nxt;		/* next offset to send */
+	uint32_t high;		/* highest offset sent so far */
 	uint32_t wnd;		/* the kernel's window, in bytes, from una */
 	uint16_t ip_id;
+	int dupacks;		/* ACKs in a row that did not move una */
+	uint32_t recover;	/* no dupack restart before una passes it */
 	long long rexmits;	/* go-back-N restarts */
 };
 
@@ -134,6 +138,7 @@ struct samples {
 };
 
 static uint8_t pattern[PATTERN + FRAME_MAX];
+static uint32_t seg_sum[PATTERN];
 static bool sysctl_present;
 
 static void block_alarm(void)
@@ -206,6 +211,73 @@ static void figure_spread(const char *name, const struct samples *s,
 	figure(n, hi, units);
 }
 
+#define NETSTAT_MAX	8192
+
+/* The whole of /proc/net/netstat, for a before/after diff. */
+static void snap_netstat(char *buf)
+{
+	FILE *f = fopen("/proc/net/netstat", "re");
+	size_t n = 0;
+
+	if (f) {
+		n = fread(buf, 1, NETSTAT_MAX - 1, f);
+		fclose(f);
+	}
+	buf[n] = '\0';
+}
+
+#define TCPEXT_MAX	192
+
+struct tcpext {
+	int n;
+	char name[TCPEXT_MAX][40];
+	long long val[TCPEXT_MAX];
+};
+
+/* The TcpExt names and values of a snapshot, in the kernel's order. */
+static void parse_tcpext(const char *snap, struct tcpext *t)
+{
+	static char copy[NETSTAT_MAX];
+	char *names, *values, *sn, *sv, *n, *v;
+
+	t->n = 0;
+	snprintf(copy, sizeof(copy), "%s", snap);
+	names = strstr(copy, "TcpExt:");
+	values = names ? strstr(names + 7, "TcpExt:") : NULL;
+	if (!values)
+		return;
+	names[strcspn(names, "\n")] = '\0';
+	values[strcspn(values, "\n")] = '\0';
+	n = strtok_r(names + 7, " ", &sn);
+	v = strtok_r(values + 7, " ", &sv);
+	while (n && v && t->n < TCPEXT_MAX) {
+		snprintf(t->name[t->n], sizeof(t->name[0]), "%s", n);
+		t->val[t->n++] = atoll(v);
+		n = strtok_r(NULL, " ", &sn);
+		v = strtok_r(NULL, " ", &sv);
+	}
+}
+
+/*
+ * Name every TcpExt counter that changed between two snapshots: where
+ * segments were dropped or pruned, the reason is there.
+ */
+static void diag_netstat(const char *what, const char *a, const char *b)
+{
+	static struct tcpext ta, tb;
+	char out[1024] = "";
+	size_t used = 0;
+	int i;
+
+	parse_tcpext(a, &ta);
+	parse_tcpext(b, &tb);
+	for (i = 0; i < ta.n && i < tb.n && used < sizeof(out) - 64; i++)
+		if (tb.val[i] != ta.val[i])
+			used += (size_t)snprintf(out + used, sizeof(out) - used, " %s%+lld",
+						 tb.name[i], tb.val[i] - ta.val[i]);
+	diag("%s: TcpExt changes:%s", what, used ? out : " none");
+}
+
 static int setup_tap(struct flow *f)
 {
 	struct sockaddr_in *sin;
@@ -242,6 +314,10 @@ static int setup_tap(struct flow *f)
 		goto out;
 	sin->sin_addr.s_addr = htonl(0xffffff00u);
 	if (ioctl(s, SIOCSIFNETMASK, &ifr))
+		goto out;
+	/* Room for every ACK of a full window: none is lost on the way. */
+	ifr.ifr_qlen = 16384;
+	if (ioctl(s, SIOCSIFTXQLEN, &ifr))
 		goto out;
 	if (ioctl(s, SIOCGIFFLAGS, &ifr))
 		goto out;
@@ -319,10 +395,62 @@ static int peer_xmit(struct flow *f, uint32_t seq, uint8_t flags,
 	}
 }
 
+/*
+ * Send stream bytes [off, off + len): headers built here, the data
+ * written from the pattern itself, its checksum part from the table
+ * for full segments. The peer stays cheap, so that what is measured is
+ * the receiving kernel, not the sender's copying and summing.
+ */
 static int send_data(struct flow *f, uint32_t off, uint32_t len)
 {
-	return peer_xmit(f, f->iss + 1 + off, PKT_ACK | PKT_PSH, NULL, 0,
-			 pattern + off % PATTERN, len);
+	const uint8_t *data = pattern + off % PATTERN;
+	uint8_t hdr[ETH_HLEN + PKT_IPV4_HLEN + PKT_TCP_HLEN];
+	struct pkt_tcp s = {
+		.saddr = PEER4, .daddr = LOCAL4,
+		.sport = PEER_PORT, .dport = LISTEN_PORT,
+		.seq = f->iss + 1 + off, .ack = f->ack_seq,
+		.flags = PKT_ACK | PKT_PSH, .window = PEER_WINDOW,
+		.ip_id = f->ip_id++, .data = data, .len = len,
+	};
+	struct iovec iov[2];
+	size_t n;
+
+	memcpy(hdr, f->mac, 6);
+	memcpy(hdr + 6, peer_mac, 6);
+	pkt_put16(hdr + 12, ETH_P_IPV4);
+	n = pkt_build4_hdr(hdr + ETH_HLEN, sizeof(hdr) - ETH_HLEN, &s,
+			   len == f->mss ? seg_sum[off % PATTERN] : pkt_sum(data, len));
+	if (!n)
+		return -1;
+	iov[0].iov_base = hdr;
+	iov[0].iov_len = n + ETH_HLEN;
+	iov[1].iov_base = (void *)data;
+	iov[1].iov_len = len;
+	for (;;) {
+		if (writev(f->tap, iov, 2) == (ssize_t)(n + ETH_HLEN + len))
+			return 0;
+		if (errno != EAGAIN && errno != EINTR)
+			return -1;
+	}
+}
+
+/*
+ * seg_sum[p] = pkt_sum(pattern + p, mss) for every p: a sliding sum of
+ * big-endian words, one pass for even and one for odd starts.
+ */
+static void fill_seg_sums(uint16_t mss)
+{
+	uint32_t p, sum;
+	int par;
+
+	for (par = 0; par < 2; par++) {
+		sum = pkt_sum(pattern + par, mss);
+		for (p = (uint32_t)par; p < PATTERN; p += 2) {
+			seg_sum[p] = sum;
+			sum -= pkt_get16(pattern + p);
+			sum += pkt_get16(pattern + p + mss);
+		}
+	}
 }
 
 /*
@@ -347,9 +475,17 @@ static int peer_recv(struct flow *f, struct pkt_tcp *s, int ms)
 		    s->sport == LISTEN_PORT && s->dport == PEER_PORT) {
 			if ((s->flags & PKT_ACK) && !(s->flags & PKT_SYN)) {
 				acked = s->ack - f->iss - 1;
+				/* RFC 5681's duplicate: no data, same ACK, same window. */
+				if (acked == f->una && f->nxt != f->una && !s->len &&
+				    ((uint32_t)s->window << f->wscale) == f->wnd)
+					f->dupacks++;
+				else
+					f->dupacks = 0;
 				if ((int32_t)(acked - f->una) >= 0 &&
-				    (int32_t)(acked - f->nxt) <= 0) {
+				    (int32_t)(acked - f->high) <= 0) {
 					f->una = acked;
+					if ((int32_t)(acked - f->nxt) > 0)
+						f->nxt = acked;	/* after going back */
 					f->wnd = (uint32_t)s->window << f->wscale;
 				}
 			}
@@ -434,7 +570,7 @@ static int pump(struct flow *f, uint32_t end, int ms)
 {
 	struct timespec dl, moved;
 	struct pkt_tcp s;
-	uint32_t len, una;
+	uint32_t len, una, sent = 0;
 	int rc;
 
 	deadline_in(&dl, ms);
@@ -449,18 +585,34 @@ static int pump(struct flow *f, uint32_t end, int ms)
 			if (send_data(f, f->nxt, len))
 				return -1;
 			f->nxt += len;
+			if ((int32_t)(f->nxt - f->high) > 0)
+				f->high = f->nxt;
+			/* Take the ACKs as they come, as a sender would. */
+			if (!(++sent % 8))
+				while (peer_recv(f, &s, 0) == 1)
+					;
 		}
 		una = f->una;
 		rc = peer_recv(f, &s, f->nxt == end || f->nxt - f->una >= f->wnd ? 10 : 0);
 		if (rc < 0)
 			return -1;
-		if (f->una != una) {
+		if (f->dupacks >= 3 && (int32_t)(f->una - f->recover) > 0) {
+			/* Something was lost: the kernel says so at once. */
+			diag("dupack restart: una %u nxt %u high %u wnd %u", f->una, f->nxt, f->high, f->wnd);
+			f->recover = f->high;
+			f->nxt = f->una;
+			f->dupacks = 0;
+			f->rexmits++;
+			now(&moved);
+		} else if (f->una != una) {
 			now(&moved);
 		} else if (!rc) {
 			struct timespec t;
 
 			now(&t);
 			if (elapsed_us(&moved, &t) > RTO_MS * 1000.0) {
+				diag("timeout restart: una %u nxt %u high %u wnd %u end %u", f->una, f->nxt, f->high, f->wnd, end);
+				f->recover = f->high;
 				f->nxt = f->una;	/* also probes a zero window */
 				f->rexmits++;
 				if (!f->wnd)
@@ -637,6 +789,7 @@ static int drain_once(struct flow *f, struct uffd_hold *uh, int nsegs,
 			if (send_data(f, f->nxt, f->mss))
 				break;
 			f->nxt += f->mss;
+			f->high = f->nxt;
 		}
 		d->segs = i;
 		read_counters(&during);
@@ -708,12 +861,14 @@ static void run_bulk(struct flow *f, const struct opts *o,
 {
 	struct samples mbps[2] = { 0 }, ratio = { 0 }, merges[2] = { 0 },
 		       drops[2] = { 0 };
-	long long total_merges[2] = { 0, 0 };
+	long long total_merges[2] = { 0, 0 }, rexmits;
+	static char snap[2][NETSTAT_MAX];
 	struct counters a, b;
 	char why[256], name[64];
 	int rep, k, m, nmodes = sysctl_present ? 2 : 1;
 	double secs, v[2];
 
+	snap_netstat(snap[0]);
 	for (rep = 0; rep < o->reps; rep++) {
 		for (k = 0; k < nmodes; k++) {
 			/* Alternate which goes first: drift hits both alike. */
@@ -724,6 +879,7 @@ static void run_bulk(struct flow *f, const struct opts *o,
 				return;
 			}
 			read_counters(&a);
+			rexmits = f->rexmits;
 			if (transfer(f, f->una, f->una + o->bulk_bytes, &secs, why, sizeof(why))) {
 				set_verdict(intact, KSFT_FAIL, "bulk %s, run %d: %s", onoff[m],
 					    rep + 1, why);
@@ -735,14 +891,16 @@ static void run_bulk(struct flow *f, const struct opts *o,
 			add(&merges[m], (double)(b.coalesce - a.coalesce));
 			add(&drops[m], (double)(b.drop - a.drop));
 			total_merges[m] += b.coalesce - a.coalesce;
-			diag("bulk run %d, coalescing %s: %u bytes in %.3f s, %.2f MB/s, %lld merges, %lld backlog drops",
+			diag("bulk run %d, coalescing %s: %u bytes in %.3f s, %.2f MB/s, %lld merges, %lld backlog drops, %lld restarts",
 			     rep + 1, onoff[m], o->bulk_bytes, secs, v[m],
-			     b.coalesce - a.coalesce, b.drop - a.drop);
+			     b.coalesce - a.coalesce, b.drop - a.drop, f->rexmits - rexmits);
 		}
 		if (nmodes == 2)
 			add(&ratio, v[0] / v[1]);
 	}
 	set_mode(1);
+	snap_netstat(snap[1]);
+	diag_netstat("bulk", snap[0], snap[1]);
 	set_verdict(intact, KSFT_PASS, "%d runs of %u bytes, every byte in order",
 		    o->reps * nmodes, o->bulk_bytes);
 	for (m = 0; m < nmodes; m++) {
@@ -977,6 +1135,7 @@ int main(int argc, char **argv)
 		return 2;
 	for (i = 0; i < (int)sizeof(pattern); i++)
 		pattern[i] = stream_byte((uint32_t)i);
+	fill_seg_sums(f.mss);
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	printf("TAP version 13\n1..4\n");

@@ -32,14 +32,21 @@ uint32_t pkt_get32(const uint8_t *p)
 	       (uint32_t)p[2] << 8 | p[3];
 }
 
-uint16_t pkt_csum(const uint8_t *buf, size_t len, uint32_t sum)
+uint32_t pkt_sum(const uint8_t *buf, size_t len)
 {
+	uint32_t sum = 0;
 	size_t i;
 
 	for (i = 0; i + 1 < len; i += 2)
 		sum += pkt_get16(buf + i);
 	if (len & 1)
 		sum += (uint32_t)buf[len - 1] << 8;
+	return sum;
+}
+
+uint16_t pkt_csum(const uint8_t *buf, size_t len, uint32_t sum)
+{
+	sum += pkt_sum(buf, len);
 	while (sum >> 16)
 		sum = (sum & 0xffff) + (sum >> 16);
 	return (uint16_t)~sum;
@@ -52,8 +59,12 @@ uint32_t pkt_pseudo4(uint32_t saddr, uint32_t daddr, uint8_t proto,
 	       (daddr >> 16) + (daddr & 0xffff) + proto + len;
 }
 
-/* Write the TCP header, options and data at th; checksum from sum. */
-static void put_tcp(uint8_t *th, const struct pkt_tcp *s, uint32_t sum)
+/*
+ * Write the TCP header, options and (unless data_sum is given) data at
+ * th; checksum from sum, plus data_sum for data that is not copied.
+ */
+static void put_tcp(uint8_t *th, const struct pkt_tcp *s, uint32_t sum,
+		    const uint32_t *data_sum)
 {
 	size_t thlen = PKT_TCP_HLEN + s->optlen;
 
@@ -68,6 +79,10 @@ static void put_tcp(uint8_t *th, const struct pkt_tcp *s, uint32_t sum)
 	pkt_put16(th + 18, s->urg_ptr);
 	if (s->optlen)
 		memcpy(th + PKT_TCP_HLEN, s->opt, s->optlen);
+	if (data_sum) {
+		pkt_put16(th + 16, pkt_csum(th, thlen, sum + *data_sum));
+		return;
+	}
 	if (s->len)
 		memcpy(th + thlen, s->data, s->len);
 	pkt_put16(th + 16, pkt_csum(th, thlen + s->len, sum));
@@ -97,14 +112,15 @@ static int get_tcp(const uint8_t *th, size_t len, struct pkt_tcp *s)
 	return 0;
 }
 
-size_t pkt_build4(uint8_t *buf, size_t cap, const struct pkt_tcp *s)
+static size_t build4(uint8_t *buf, size_t cap, const struct pkt_tcp *s,
+		     const uint32_t *data_sum)
 {
 	size_t thlen = PKT_TCP_HLEN + s->optlen;
 	size_t tot = PKT_IPV4_HLEN + thlen + s->len;
 	uint8_t *ip = buf, *th = buf + PKT_IPV4_HLEN;
 
-	if (s->optlen % 4 || s->optlen > PKT_MAX_OPT || tot > cap ||
-	    tot > 0xffff)
+	if (s->optlen % 4 || s->optlen > PKT_MAX_OPT || tot > 0xffff ||
+	    (data_sum ? tot - s->len : tot) > cap)
 		return 0;
 
 	memset(buf, 0, PKT_IPV4_HLEN);
@@ -119,8 +135,19 @@ size_t pkt_build4(uint8_t *buf, size_t cap, const struct pkt_tcp *s)
 	pkt_put32(ip + 16, s->daddr);
 	pkt_put16(ip + 10, pkt_csum(ip, PKT_IPV4_HLEN, 0));
 	put_tcp(th, s, pkt_pseudo4(s->saddr, s->daddr, 6,
-				   (uint16_t)(thlen + s->len)));
-	return tot;
+				   (uint16_t)(thlen + s->len)), data_sum);
+	return data_sum ? tot - s->len : tot;
+}
+
+size_t pkt_build4(uint8_t *buf, size_t cap, const struct pkt_tcp *s)
+{
+	return build4(buf, cap, s, NULL);
+}
+
+size_t pkt_build4_hdr(uint8_t *buf, size_t cap, const struct pkt_tcp *s,
+		      uint32_t data_sum)
+{
+	return build4(buf, cap, s, &data_sum);
 }
 
 uint32_t pkt_pseudo6(const uint8_t *saddr, const uint8_t *daddr,
@@ -152,7 +179,7 @@ size_t pkt_build6(uint8_t *buf, size_t cap, const struct pkt_tcp *s)
 	ip[7] = s->ttl ? s->ttl : 64;
 	memcpy(ip + 8, s->saddr6, 16);
 	memcpy(ip + 24, s->daddr6, 16);
-	put_tcp(th, s, pkt_pseudo6(s->saddr6, s->daddr6, 6, (uint32_t)plen));
+	put_tcp(th, s, pkt_pseudo6(s->saddr6, s->daddr6, 6, (uint32_t)plen), NULL);
 	return PKT_IPV6_HLEN + plen;
 }
 

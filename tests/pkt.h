@@ -53,6 +53,9 @@ void pkt_put32(uint8_t *p, uint32_t v);
 uint16_t pkt_get16(const uint8_t *p);
 uint32_t pkt_get32(const uint8_t *p);
 
+/* The unfolded sum of buf as big-endian 16-bit words (odd end padded). */
+uint32_t pkt_sum(const uint8_t *buf, size_t len);
+
 /* Internet checksum (RFC 1071) of buf, folded with an initial sum. */
 uint16_t pkt_csum(const uint8_t *buf, size_t len, uint32_t sum);
 
@@ -66,6 +69,15 @@ uint32_t pkt_pseudo4(uint32_t saddr, uint32_t daddr, uint8_t proto,
  * the options are malformed.
  */
 size_t pkt_build4(uint8_t *buf, size_t cap, const struct pkt_tcp *s);
+
+/*
+ * As pkt_build4(), but only the headers, for sending the s->len data
+ * bytes from where they are (writev()): the checksum takes data_sum,
+ * pkt_sum(s->data, s->len), as the data's part. Returns the header
+ * length, or 0.
+ */
+size_t pkt_build4_hdr(uint8_t *buf, size_t cap, const struct pkt_tcp *s,
+		      uint32_t data_sum);
 
 /* Sum of the IPv6 pseudo header, for pkt_csum()'s initial sum. */
 uint32_t pkt_pseudo6(const uint8_t *saddr, const uint8_t *daddr,

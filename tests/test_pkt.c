@@ -165,9 +165,36 @@ static void test_ipv6(void)
 	check(pkt_parse(b, n, &p) == -1, "ipv6_rejects_non_tcp");
 }
 
+/* Headers built apart, data sent from elsewhere: the same packet. */
+static void test_build_hdr(void)
+{
+	uint8_t data[301], whole[512], hdr[64];
+	struct pkt_tcp s = {
+		.saddr = 0xc6120002u, .daddr = 0xc6120001u,
+		.sport = 41000, .dport = 5001, .seq = 7, .ack = 9,
+		.flags = PKT_ACK | PKT_PSH, .window = 512, .ip_id = 3,
+		.data = data,
+	};
+	size_t n, h;
+	int i;
+
+	for (i = 0; i < (int)sizeof(data); i++)
+		data[i] = (uint8_t)(i * 7 + 1);
+	s.len = 300;
+	n = pkt_build4(whole, sizeof(whole), &s);
+	h = pkt_build4_hdr(hdr, sizeof(hdr), &s, pkt_sum(data, s.len));
+	check(n == 340 && h == 40 && !memcmp(hdr, whole, h) &&
+	      !memcmp(whole + h, data, s.len), "build_hdr_even_data");
+	s.len = 301;
+	n = pkt_build4(whole, sizeof(whole), &s);
+	h = pkt_build4_hdr(hdr, sizeof(hdr), &s, pkt_sum(data, s.len));
+	check(h == 40 && !memcmp(hdr, whole, h), "build_hdr_odd_data");
+	check(pkt_build4_hdr(hdr, 39, &s, 0) == 0, "build_hdr_too_small");
+}
+
 int main(void)
 {
-	printf("TAP version 13\n1..27\n");
+	printf("TAP version 13\n1..30\n");
 	test_csum_rfc1071();
 	test_csum_odd();
 	test_byte_order();
@@ -175,6 +202,7 @@ int main(void)
 	test_roundtrip();
 	test_rejects();
 	test_ipv6();
+	test_build_hdr();
 	printf("# Totals: pass:%d fail:%d xfail:0 xpass:0 skip:0 error:0\n",
 	       num - failed, failed);
 	return failed ? 1 : 0;
