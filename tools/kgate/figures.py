@@ -97,8 +97,10 @@ def table(jobs):
 
 def svg(jobs, title="TCP backlog coalescing, on against off"):
     """A self-contained SVG: two panels of horizontal bars (median) with
-    whiskers (min-max) per target, a dashed line at 1x. None if no
-    figures."""
+    whiskers (min-max) per target, a dashed line at 1x; a bar is blue
+    when every pair of runs was better, red when every pair was worse,
+    pale when they disagree, grey when the path was not exercised. None
+    if no figures."""
     rows = summary(jobs)
     if not rows:
         return None
@@ -138,7 +140,10 @@ def svg(jobs, title="TCP backlog coalescing, on against off"):
             if m is None:
                 out.append(f'<text x="{x0 + 4}" y="{y + bar_h - 5}" fill="#666">not measured</text>')
                 continue
-            colour = "#2b7bba" if m >= 1.0 else "#c0392b"
+            # Blue: better in every pair; red: worse in every pair;
+            # pale: the pairs disagree (no difference beyond the spread).
+            colour = ("#2b7bba" if lo is not None and lo > 1.0 else
+                      "#c0392b" if hi is not None and hi < 1.0 else "#9db7cf")
             if unused(r):
                 colour = "#999999"  # not exercised: no meaning either way
             out.append(f'<rect x="{x0}" y="{y}" width="{sx(m) - x0:.1f}" height="{bar_h}" '
@@ -157,7 +162,7 @@ def svg(jobs, title="TCP backlog coalescing, on against off"):
 
 
 def _ticks(vmax):
-    raw = vmax / 5
+    raw = vmax / 4
     mag = 10 ** math.floor(math.log10(raw))
     step = mag * (1 if raw / mag < 2 else 2 if raw / mag < 5 else 5)
     t, out = 0.0, []
