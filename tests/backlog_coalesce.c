@@ -281,6 +281,7 @@ static int setup_listener(struct fam *f)
 		.sin_port = htons(LISTEN_PORT),
 		.sin_addr.s_addr = htonl(LOCAL4),
 	};
+	struct timespec dl;
 	int one = 1;
 
 	f->lfd = socket(f->v6 ? AF_INET6 : AF_INET,
@@ -291,8 +292,17 @@ static int setup_listener(struct fam *f)
 	if (f->v6) {
 		memcpy(&sin6.sin6_addr, local6, 16);
 		setsockopt(f->lfd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
-		if (bind(f->lfd, (struct sockaddr *)&sin6, sizeof(sin6)))
-			return -1;
+		/*
+		 * Even without DAD the address stays tentative until a
+		 * workqueue runs after the link came up: bind() says
+		 * EADDRNOTAVAIL until then.
+		 */
+		deadline_in(&dl, 3000);
+		while (bind(f->lfd, (struct sockaddr *)&sin6, sizeof(sin6))) {
+			if (errno != EADDRNOTAVAIL || !ms_left(&dl))
+				return -1;
+			usleep(10000);
+		}
 	} else if (bind(f->lfd, (struct sockaddr *)&sin, sizeof(sin))) {
 		return -1;
 	}

@@ -19,7 +19,7 @@ DEFAULTS = {
     "timeouts": {"job": 12, "action": 3, "deploy": 2, "boot": 2, "test": 3, "bench": 4},
     # tests/backlog_bench in the guest (bulk goodput and backlog drain,
     # coalescing on and off); None leaves it out of the job.
-    "bench_args": "--reps 5 --bulk-bytes 1M --drain 0,100,1000",
+    "bench_args": "--reps 7 --bulk-bytes 8M --drain 0,100,1000",
 }
 # The benchmark measures kernels meant to ship, not the known-bad control.
 NO_BENCH_VARIANTS = ("known-bad",)
