@@ -2,7 +2,7 @@
 import argparse
 import os
 
-from . import bench, figures, kernel, render, results, rootfs
+from . import bench, figures, kernel, lab, render, results, rootfs
 from . import run as runner
 from .common import TOP, VARIANTS, KgateError, load_targets, log
 
@@ -88,6 +88,67 @@ def cmd_matrix(args):
     return print_gate(results.load(path))
 
 
+def lab_overrides(args):
+    """The lab's own parameters for the job template."""
+    over = {"device_type": args.device_type, "priority": args.priority,
+            "visibility": args.visibility, "job_prefix": args.job_prefix,
+            "tags": args.tag or None}
+    return {k: v for k, v in over.items() if v is not None}
+
+
+def cmd_lab_jobs(args):
+    names = args.target or default_targets()
+    for it in lab.write_lab_jobs(names, args.variant or VARIANTS, args.base_url, jobs=args.jobs,
+                                 **lab_overrides(args)):
+        print(os.path.relpath(it["file"], TOP))
+    return 0
+
+
+def cmd_serve(args):
+    for name in args.target or default_targets():
+        lab.stage(name, VARIANTS, jobs=args.jobs)
+    try:
+        lab.serve(args.bind, args.port)
+    except KeyboardInterrupt:
+        log("[serve] stopped")
+    return 0
+
+
+def cmd_submit(args):
+    names = args.target or default_targets()
+    run_dir = lab.submit(args.identity, names, args.variant or VARIANTS, args.base_url,
+                         jobs=args.jobs, **lab_overrides(args))
+    print(f"Submitted: {os.path.relpath(os.path.join(run_dir, lab.SUBMITTED), TOP)}")
+    if args.no_wait:
+        print(f"Collect with: kgate.py collect {os.path.relpath(run_dir, TOP)}")
+        return 0
+    code = print_gate(lab.collect(run_dir, args.identity, timeout=args.timeout))
+    print(f"Results: {os.path.relpath(os.path.join(run_dir, 'results.json'), TOP)}")
+    return code
+
+
+def cmd_collect(args):
+    run_dir = args.run or os.path.join(runner.RUNS, "latest")
+    code = print_gate(lab.collect(os.path.realpath(run_dir), args.identity, timeout=args.timeout))
+    print(f"Results: {os.path.relpath(os.path.join(run_dir, 'results.json'), TOP)}")
+    return code
+
+
+def add_lab_args(s, base_url_required=True):
+    s.add_argument("target", nargs="*", help="targets (default: all; see 'list')")
+    s.add_argument("--variant", action="append", choices=VARIANTS,
+                   help="variant (repeatable; default: all)")
+    s.add_argument("--base-url", required=base_url_required,
+                   help="http(s) URL under which the lab's workers reach build/serve "
+                   "(what 'kgate.py serve' serves)")
+    s.add_argument("--device-type", help="the lab's device type (default: qemu)")
+    s.add_argument("--tag", action="append", help="a device tag the job needs (repeatable)")
+    s.add_argument("--priority", help="high, medium, low or 0-100 (default: medium)")
+    s.add_argument("--visibility", help="public or personal (default: public)")
+    s.add_argument("--job-prefix", help="text before each job name (default: 'kgate ')")
+    s.add_argument("-j", "--jobs", type=int, help="parallel make jobs (default: cores + 1)")
+
+
 def cmd_bench(args):
     print(bench.bench(args.target or None, cold=args.cold, parallel=args.parallel))
     return 0
@@ -130,6 +191,37 @@ def parser():
     s = sub.add_parser("matrix", help="print the matrix of a run (default: the latest)")
     s.add_argument("results", nargs="?", help="a results.json")
     s.set_defaults(func=cmd_matrix)
+    s = sub.add_parser("lab-jobs", help="render and validate the jobs for a LAVA lab",
+                       description="Jobs go to jobs/lab/; their artifact URLs are "
+                       "BASE_URL/sha256/<hash>/<file>, the layout 'serve' serves.")
+    add_lab_args(s)
+    s.set_defaults(func=cmd_lab_jobs)
+    s = sub.add_parser("serve", help="serve the artifacts over http for a lab's workers",
+                       description="Builds what is missing, links the kernels and initramfs "
+                       "under build/serve/sha256/<hash>/ and serves that folder until Ctrl-C.")
+    s.add_argument("target", nargs="*", help="targets (default: all)")
+    s.add_argument("--bind", default="127.0.0.1", help="address (default: 127.0.0.1)")
+    s.add_argument("--port", type=int, default=8011, help="port (default: 8011)")
+    s.add_argument("-j", "--jobs", type=int, help="parallel make jobs (default: cores + 1)")
+    s.set_defaults(func=cmd_serve)
+    s = sub.add_parser("submit", help="submit the jobs to a LAVA lab with lavacli, then collect",
+                       description="The identity is lavacli's (lavacli identities add ...): "
+                       "kgate never stores a token. Waits for the jobs and collects them like "
+                       "'collect' unless --no-wait. Exit status as for 'run'.")
+    add_lab_args(s)
+    s.add_argument("-i", "--identity", default="default", help="lavacli identity (default: default)")
+    s.add_argument("--no-wait", action="store_true", help="submit only; collect later")
+    s.add_argument("--timeout", type=int, default=1800, help="seconds to wait for each job")
+    s.set_defaults(func=cmd_submit)
+    s = sub.add_parser("collect", help="wait for a submitted run's LAVA jobs and collect the results",
+                       description="Reads each job's health (lavacli jobs show) and every test "
+                       "case (lavacli results): a Complete job whose cases failed is a "
+                       "regression; an Incomplete or Canceled one is infrastructure. Writes "
+                       "results.json, matrix.txt and the job logs into the run folder.")
+    s.add_argument("run", nargs="?", help="the run folder (default: build/runs/latest)")
+    s.add_argument("-i", "--identity", help="lavacli identity (default: the one used to submit)")
+    s.add_argument("--timeout", type=int, default=1800, help="seconds to wait for each job")
+    s.set_defaults(func=cmd_collect)
     s = sub.add_parser("bench", help="print build and boot figures per target",
                        description="Without --cold: the figures the last builds and the latest "
                        "run recorded. With --cold: remove all build outputs and the ccache, "

@@ -93,7 +93,7 @@ def new_run_dir():
     return path
 
 
-def _point_latest(run_dir):
+def point_latest(run_dir):
     link = os.path.join(RUNS, "latest")
     tmp = link + f".tmp{os.getpid()}"
     os.symlink(os.path.basename(run_dir), tmp)
@@ -154,5 +154,5 @@ def run(target_names, variants=VARIANTS, parallel=1, jobs=None, job_timeout=900)
                                  started, finished, done)
         atomic_write(os.path.join(run_dir, "matrix.txt"), results.matrix(done) + "\n")
         write_figures(run_dir, done)
-        _point_latest(run_dir)
+        point_latest(run_dir)
     return doc, run_dir

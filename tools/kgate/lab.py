@@ -1,0 +1,240 @@
+"""The LAVA lab path: render the jobs for a lab, serve their artifacts
+over http, submit them with lavacli and collect the results back into
+the same per-run folder, results.json and matrix as a local run.
+
+lavacli's own configuration (~/.config/lavacli.yaml, an identity made
+with 'lavacli identities add') holds the server and the token; kgate
+only ever passes the identity's name.
+"""
+import datetime
+import functools
+import http.server
+import json
+import os
+import shutil
+import subprocess
+import urllib.parse
+
+import yaml
+
+from . import render, results
+from . import run as runner
+from .common import BUILD, TOP, KgateError, atomic_write, check_variant, log, need_tools, target
+
+SERVE = os.path.join(BUILD, "serve")
+LAB_JOBS = os.path.join(render.JOBS, "lab")
+SUBMITTED = "submitted.json"
+
+
+def check_base_url(url):
+    """The artifact base URL a lab's workers download from."""
+    p = urllib.parse.urlparse(url or "")
+    if p.scheme not in ("http", "https") or not p.netloc:
+        raise KgateError(f"--base-url must be an http(s) URL a lab worker can reach, not {url!r}")
+    return url.rstrip("/") + "/"
+
+
+def stage(tgt_name, variants, jobs=None):
+    """Build what is missing and link the artifacts under build/serve,
+    content-addressed (sha256/<hash>/<name>): a URL never changes what
+    it names, so a lab cannot test the wrong kernel. Returns
+    {variant: {'kernel': {'path', 'sha256'}, 'rootfs': {...}}} with path
+    relative to build/serve."""
+    out = {}
+    for v, arts in runner.artifacts(tgt_name, variants, jobs=jobs).items():
+        out[v] = {}
+        for kind, a in arts.items():
+            rel = os.path.join("sha256", a["sha256"], os.path.basename(a["path"]))
+            dst = os.path.join(SERVE, rel)
+            if not os.path.exists(dst):
+                os.makedirs(os.path.dirname(dst), exist_ok=True)
+                tmp = f"{dst}.tmp{os.getpid()}"
+                try:
+                    os.link(a["path"], tmp)
+                except OSError:
+                    shutil.copyfile(a["path"], tmp)
+                os.replace(tmp, dst)
+            out[v][kind] = {"path": rel, "sha256": a["sha256"]}
+    return out
+
+
+def write_lab_jobs(tgt_names, variants, base_url, jobs=None, **overrides):
+    """Render, validate and write the lab jobs; return a list of
+    {'target', 'variant', 'file', 'kernel_sha256', 'rootfs_sha256'}."""
+    base = check_base_url(base_url)
+    out = []
+    for name in tgt_names:
+        tgt = target(name)
+        staged = stage(name, variants, jobs=jobs)
+        for v in variants:
+            check_variant(v)
+            k, r = staged[v]["kernel"], staged[v]["rootfs"]
+            text = render.render_job(tgt, v, {"url": base + k["path"], "sha256": k["sha256"]},
+                                     {"url": base + r["path"], "sha256": r["sha256"]}, **overrides)
+            path = os.path.join(LAB_JOBS, f"{name}-{v}.yaml")
+            render.validate_job(text, os.path.relpath(path, TOP))
+            atomic_write(path, text)
+            out.append({"target": name, "variant": v, "file": path,
+                        "kernel_sha256": k["sha256"], "rootfs_sha256": r["sha256"]})
+    return out
+
+
+def serve(bind, port):
+    """Serve build/serve over http until interrupted."""
+    os.makedirs(SERVE, exist_ok=True)
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=SERVE)
+    try:
+        httpd = http.server.ThreadingHTTPServer((bind, port), handler)
+    except OSError as e:
+        raise KgateError(f"cannot serve on {bind}:{port}: {e.strerror}") from e
+    log(f"[serve] {os.path.relpath(SERVE, TOP)} on http://{bind}:{port}/ (Ctrl-C stops)")
+    with httpd:
+        httpd.serve_forever()
+
+
+def lavacli(identity, *args, timeout=120):
+    """Run lavacli with an identity; return its stdout or raise."""
+    cmd = ["lavacli", "-i", identity] + list(args)
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired as e:
+        raise KgateError(f"{' '.join(cmd)}: no answer in {timeout}s") from e
+    if r.returncode:
+        msg = (r.stderr.strip() or r.stdout.strip()).splitlines()
+        raise KgateError(f"{' '.join(cmd)} failed: {msg[-1] if msg else 'exit %d' % r.returncode}")
+    return r.stdout
+
+
+def check_identity(identity):
+    need_tools(["lavacli"], "install lavacli: 'make deps'")
+    try:
+        version = lavacli(identity, "system", "version", timeout=30).strip()
+    except KgateError as e:
+        raise KgateError(f"{e}\n  (is the identity set up? lavacli identities add --uri "
+                         f"https://LAB/RPC2 --username USER --token TOKEN {identity})") from None
+    return version
+
+
+def submit(identity, tgt_names, variants, base_url, jobs=None, **overrides):
+    """Submit the lab jobs; return the run folder with submitted.json."""
+    version = check_identity(identity)
+    items = write_lab_jobs(tgt_names, variants, base_url, jobs=jobs, **overrides)
+    run_dir = runner.new_run_dir()
+    record = {"identity": identity, "server_version": version, "base_url": base_url,
+              "submitted": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+              "jobs": []}
+    try:
+        for it in items:
+            out = lavacli(identity, "jobs", "submit", it["file"]).split()
+            if not out or not out[0].isdigit():
+                raise KgateError(f"lavacli jobs submit {it['file']}: no job id in {out!r}")
+            it = dict(it, id=int(out[0]), file=os.path.relpath(it["file"], TOP))
+            record["jobs"].append(it)
+            log(f"[submit] {it['target']}/{it['variant']}: job {it['id']}")
+    finally:
+        # Whatever was submitted is on record, to collect or cancel.
+        atomic_write(os.path.join(run_dir, SUBMITTED), json.dumps(record, indent=2) + "\n")
+    return run_dir
+
+
+def parse_results(text):
+    """lavacli results ID --yaml -> (cases, errors) in lavalog's shape."""
+    try:
+        rows = yaml.safe_load(text) or []
+    except yaml.YAMLError as e:
+        raise KgateError(f"lavacli results: not YAML: {e}") from e
+    if not isinstance(rows, list):
+        raise KgateError("lavacli results: not a list of results")
+    cases, errors = [], []
+    for r in rows:
+        if not isinstance(r, dict):
+            continue
+        suite, name, res = str(r.get("suite", "")), str(r.get("name", "")), str(r.get("result", ""))
+        if suite == "lava":
+            meta = r.get("metadata") or {}
+            if res == "fail" and isinstance(meta, dict) and meta.get("error_msg"):
+                errors.append(f"{name}: {meta['error_msg']}")
+            continue
+        item = {"definition": suite, "case": name, "result": res}
+        m = r.get("measurement")
+        if m not in (None, "", "None"):
+            try:
+                item["measurement"] = float(m)
+                item["units"] = str(r.get("unit") or "")
+            except (TypeError, ValueError):
+                pass
+        cases.append(item)
+    return cases, errors
+
+
+def _seconds(show):
+    try:
+        fmt = "%Y%m%dT%H:%M:%S"
+        a = datetime.datetime.strptime(show["start_time"], fmt)
+        b = datetime.datetime.strptime(show["end_time"], fmt)
+        return (b - a).total_seconds()
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def collect_job(identity, it, outdir, timeout):
+    """Wait for one job and read its health, results and log."""
+    os.makedirs(outdir, exist_ok=True)
+    job_id = str(it["id"])
+    # 'jobs wait' exits 0 whatever the job's health: it is read below.
+    try:
+        lavacli(identity, "jobs", "wait", job_id, "--polling", "5", timeout=timeout)
+    except KgateError as e:
+        log(f"[collect] job {job_id}: {e}")
+    show = json.loads(lavacli(identity, "jobs", "show", job_id, "--json"))
+    state, health = show.get("state"), show.get("health")
+    cases, errors = ([], [])
+    if state == "Finished":
+        cases, errors = parse_results(lavacli(identity, "results", job_id, "--yaml"))
+        try:
+            log_text = lavacli(identity, "jobs", "logs", job_id, "--raw", timeout=300)
+            atomic_write(os.path.join(outdir, "lava.log"), log_text)
+        except KgateError as e:
+            errors.append(f"log not fetched: {e}")
+    else:
+        errors.append(f"job {job_id} still {state} after {timeout}s")
+    if show.get("failure_comment"):
+        errors.append(str(show["failure_comment"]))
+    ok = state == "Finished" and health == "Complete"
+    verdict, reason = results.job_verdict(it["variant"], "complete" if ok else "incomplete", cases,
+                                          bench=render.has_bench(it["variant"]))
+    if not ok:
+        reason = f"LAVA job {job_id} {state}/{health}"
+    return {
+        "target": it["target"], "variant": it["variant"], "verdict": verdict, "reason": reason,
+        "health": "complete" if ok else "incomplete", "errors": errors,
+        "seconds": _seconds(show), "timing": {}, "cases": cases,
+        "kernel_sha256": it["kernel_sha256"], "rootfs_sha256": it["rootfs_sha256"],
+        "log": os.path.join(f"{it['target']}-{it['variant']}", "lava.log"),
+        "lava_job": int(job_id), "lava_health": health,
+    }
+
+
+def collect(run_dir, identity=None, timeout=1800):
+    """Collect every job of a submitted run into its folder; return the doc."""
+    path = os.path.join(run_dir, SUBMITTED)
+    if not os.path.isfile(path):
+        raise KgateError(f"no {SUBMITTED} in {run_dir}: not a submitted run")
+    with open(path, encoding="utf-8") as f:
+        record = json.load(f)
+    identity = identity or record["identity"]
+    check_identity(identity)
+    done = []
+    for it in record["jobs"]:
+        log(f"[collect] waiting for {it['target']}/{it['variant']} (job {it['id']})")
+        job = collect_job(identity, it, os.path.join(run_dir, f"{it['target']}-{it['variant']}"),
+                          timeout)
+        log(f"[collect] {it['target']}/{it['variant']}: {job['verdict']} ({job['reason']})")
+        done.append(job)
+    finished = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    doc = results.write_json(os.path.join(run_dir, "results.json"), os.path.basename(run_dir),
+                             record["submitted"], finished, done)
+    atomic_write(os.path.join(run_dir, "matrix.txt"), results.matrix(done) + "\n")
+    runner.write_figures(run_dir, done)
+    runner.point_latest(run_dir)
+    return doc
