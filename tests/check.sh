@@ -6,6 +6,8 @@
 #  3. backlog test on this machine's    5. tooling unit tests (pytest)
 #     kernel, in its own netns          6. end to end, both variants, on
 #                                          x86_64 and on big-endian mips
+#  7. the x86_64 jobs on a real LAVA server and worker (tools/lab-local.sh),
+#     submitted and collected with lavacli: same verdicts as step 6
 set -u
 cd "$(dirname "$0")/.."
 PY=/usr/bin/python3
@@ -72,6 +74,32 @@ step native-bench native_bench
 step tooling env KGATE_NATIVE_TEST="$native/backlog_coalesce" \
 	KGATE_NATIVE_BENCH="$native/backlog_bench" $PY -m pytest -q tests/
 step end-to-end end_to_end x86_64 mips
+
+lab_end_to_end() {
+	# The x86_64 jobs through a real LAVA server and worker (started
+	# here, stopped after): the verdicts collected with lavacli must be
+	# the local run's.
+	local_run=$(readlink -f build/runs/latest)
+	if ! sh tools/lab-local.sh up; then
+		sh tools/lab-local.sh down
+		return 1
+	fi
+	eval "$(sh tools/lab-local.sh env | sed 's/^/export /')"
+	$PY tools/kgate.py submit -i "$KGATE_LAB_IDENTITY" --base-url "$KGATE_LAB_BASE_URL" \
+		--timeout 600 x86_64
+	rc=$?
+	sh tools/lab-local.sh down
+	[ "$rc" = 0 ] || return 1
+	$PY -c 'import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+sys.path.insert(0, "tools")
+from kgate.results import verdict_differences
+diff = verdict_differences(a, b)
+print("\n".join(diff) or "lab verdicts = local verdicts")
+sys.exit(1 if diff else 0)' "$local_run/results.json" build/runs/latest/results.json
+}
+
+step lab-end-to-end lab_end_to_end
 
 [ "$fail" = 0 ] || echo "check: failed:$failed"
 echo "check: $pass passed, $fail failed"

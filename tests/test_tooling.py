@@ -333,3 +333,87 @@ def test_disabled_targets_are_left_out_by_default(monkeypatch, capsys):
     monkeypatch.setattr(cli, "load_targets", lambda: rows)
     assert cli.default_targets() == ["a"]
     assert "skipping b: does not boot" in capsys.readouterr().err
+
+
+# --- the LAVA lab path -------------------------------------------------------
+
+LAVACLI_RESULTS = """
+- {id: '1', job: '7', name: validate, result: pass, suite: lava, measurement: None,
+   unit: '', metadata: {case: validate, definition: lava, result: pass}}
+- {id: '2', job: '7', name: job, result: fail, suite: lava, measurement: None, unit: '',
+   metadata: {case: job, definition: lava, result: fail, error_msg: 'bootloader timed out'}}
+- {id: '3', job: '7', name: ipv4_data_fin, result: fail, suite: 0_kgate-backlog,
+   measurement: None, unit: '', metadata: {}}
+- {id: '4', job: '7', name: bulk_on_goodput, result: pass, suite: 1_kgate-bench,
+   measurement: '98.400', unit: MB/s, metadata: {}}
+"""
+
+
+def test_lab_results_parse_like_a_local_log():
+    from kgate import lab
+    cases, errors = lab.parse_results(LAVACLI_RESULTS)
+    assert cases == [
+        {"definition": "0_kgate-backlog", "case": "ipv4_data_fin", "result": "fail"},
+        {"definition": "1_kgate-bench", "case": "bulk_on_goodput", "result": "pass",
+         "measurement": 98.4, "units": "MB/s"},
+    ]
+    assert errors == ["job: bootloader timed out"]
+    assert results.figures(cases) == {"bulk_on_goodput": (98.4, "MB/s")}
+    with pytest.raises(common.KgateError):
+        lab.parse_results("{not: a list}")
+
+
+@pytest.mark.parametrize("url,ok", [
+    ("http://lab.example:8011", True), ("https://a/b/", True),
+    ("file:///tmp", False), ("127.0.0.1:8011", False), ("", False),
+])
+def test_lab_base_url(url, ok):
+    from kgate import lab
+    if ok:
+        assert lab.check_base_url(url).endswith("/")
+    else:
+        with pytest.raises(common.KgateError):
+            lab.check_base_url(url)
+
+
+def test_lab_job_takes_the_labs_parameters():
+    tgt = common.target("mips64el")
+    art = {"url": "http://lab:8011/sha256/" + "a" * 64 + "/image", "sha256": "a" * 64}
+    text = render.render_job(tgt, "fixed", art, art, device_type="kgate-qemu",
+                             tags=["qemu-fast"], priority=80, visibility="personal",
+                             job_prefix="nightly ")
+    job = render.validate_job(text)
+    assert job["device_type"] == "kgate-qemu" and job["tags"] == ["qemu-fast"]
+    assert job["priority"] == 80 and job["visibility"] == "personal"
+    assert job["job_name"].startswith("nightly mips64el fixed")
+    images = job["actions"][0]["deploy"]["images"]
+    assert images["kernel"]["sha256sum"] == "a" * 64
+    # Nothing the 2023.01 schema rejects, nothing newer servers need.
+    assert "no_network" not in text and "expected:" not in text
+
+
+def test_lab_device_type_boots_every_target():
+    base = "/usr/share/lava-server/device-types"
+    if not os.path.isfile(os.path.join(base, "base.jinja2")):
+        pytest.skip("lava-server not installed")
+    import jinja2
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(
+        [os.path.join(common.TOP, "templates", "lab"), base]), trim_blocks=True)
+    for name, tgt in common.load_targets().items():
+        ctx = {"arch": tgt["lava_arch"], "machine": tgt["machine"], "cpu": tgt["cpu"],
+               "memory": tgt["memory"], "extra_options": render.qemu_extra(tgt)}
+        dev = yaml.safe_load(env.from_string("{% extends 'kgate-qemu.jinja2' %}").render(**ctx))
+        assert tgt["lava_arch"] in dev["available_architectures"], name
+        q = dev["actions"]["boot"]["methods"]["qemu"]["parameters"]
+        assert q["command"] == tgt["qemu"], name
+        assert f"-machine {tgt['machine']}" in q["options"] and q["extra"] == ctx["extra_options"]
+
+
+def test_verdict_differences():
+    a = {"jobs": [{"target": "x86_64", "variant": "fixed", "verdict": "pass"},
+                  {"target": "mips", "variant": "fixed", "verdict": "pass"}]}
+    b = {"jobs": [{"target": "x86_64", "variant": "fixed", "verdict": "regression"},
+                  {"target": "arm", "variant": "fixed", "verdict": "pass"}]}
+    assert results.verdict_differences(a, b) == ["x86_64/fixed: pass -> regression",
+                                                 "arm/fixed: absent -> pass"]
+    assert results.verdict_differences(a, a) == []

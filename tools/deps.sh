@@ -40,4 +40,27 @@ DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $p
 # Per target: cross compiler, its libc, QEMU (python3-yaml is in now).
 tpkgs=$(/usr/bin/python3 tools/kgate.py packages)
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $tpkgs
-echo "deps: ready: $(echo $pkgs $tpkgs | tr '\n' ' ')"
+
+# The LAVA lab path and its test (tools/lab-local.sh): lavacli, and a
+# real lava-server. PostgreSQL must be running while lava-server is
+# installed, or its postinst silently skips the database setup.
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	postgresql curl lavacli
+started=
+if ! pg_lsclusters -h | grep -q .; then
+	pg_createcluster "$(ls /usr/lib/postgresql | sort -n | tail -1)" main > /dev/null
+fi
+if ! pg_lsclusters -h | awk '$4 == "online" { f = 1 } END { exit !f }'; then
+	started=$(pg_lsclusters -h | awk 'NR == 1 { print $1, $2 }')
+	# shellcheck disable=SC2086
+	pg_ctlcluster $started start
+fi
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends lava-server
+if ! lava-server manage users list > /dev/null 2>&1; then
+	/usr/bin/python3 /usr/share/lava-server/postinst.py > /dev/null
+fi
+if [ -n "$started" ]; then
+	# shellcheck disable=SC2086
+	pg_ctlcluster $started stop
+fi
+echo "deps: ready: $(echo $pkgs $tpkgs postgresql curl lavacli lava-server | tr '\n' ' ')"

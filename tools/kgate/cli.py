@@ -105,8 +105,9 @@ def cmd_lab_jobs(args):
 
 
 def cmd_serve(args):
-    for name in args.target or default_targets():
-        lab.stage(name, VARIANTS, jobs=args.jobs)
+    if not args.no_build:
+        for name in args.target or default_targets():
+            lab.stage(name, VARIANTS, jobs=args.jobs)
     try:
         lab.serve(args.bind, args.port)
     except KeyboardInterrupt:
@@ -202,6 +203,8 @@ def parser():
     s.add_argument("target", nargs="*", help="targets (default: all)")
     s.add_argument("--bind", default="127.0.0.1", help="address (default: 127.0.0.1)")
     s.add_argument("--port", type=int, default=8011, help="port (default: 8011)")
+    s.add_argument("--no-build", action="store_true",
+                   help="serve build/serve as it is ('submit' links what it submits)")
     s.add_argument("-j", "--jobs", type=int, help="parallel make jobs (default: cores + 1)")
     s.set_defaults(func=cmd_serve)
     s = sub.add_parser("submit", help="submit the jobs to a LAVA lab with lavacli, then collect",

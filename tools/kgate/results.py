@@ -230,3 +230,15 @@ def load(path):
 def latest_dir(runs_dir):
     link = os.path.join(runs_dir, "latest")
     return os.path.realpath(link) if os.path.exists(link) else None
+
+
+def verdict_differences(doc_a, doc_b):
+    """Jobs of doc_b whose verdict differs from the same target and
+    variant in doc_a (or that doc_a lacks), as text lines."""
+    a = {(j["target"], j["variant"]): j["verdict"] for j in doc_a["jobs"]}
+    out = []
+    for j in doc_b["jobs"]:
+        key = (j["target"], j["variant"])
+        if a.get(key) != j["verdict"]:
+            out.append(f"{key[0]}/{key[1]}: {a.get(key, 'absent')} -> {j['verdict']}")
+    return out

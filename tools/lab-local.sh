@@ -1,0 +1,156 @@
+#!/bin/sh
+# A real LAVA lab on this machine, for the tests and to try the lab path:
+# Debian's lava-server (PostgreSQL, gunicorn on 127.0.0.1, lava-scheduler)
+# and a lava-worker with one device of LAVA's stock 'qemu' type and one
+# of kgate's own 'kgate-qemu' type (templates/lab/), plus kgate's
+# artifact server. No systemd here: each daemon is started by hand and
+# stopped by its PID.
+#
+#   tools/lab-local.sh up     start (or find running) and set up; prints
+#                             the lavacli identity, kept in build/lab/config
+#                             (XDG_CONFIG_HOME), and the artifact base URL
+#   tools/lab-local.sh down   stop what 'up' started
+#   tools/lab-local.sh env    the environment lines for lavacli/kgate.py
+#
+# Ports: LAVA_PORT (default 8010), SERVE_PORT (default 8011).
+set -eu
+cd "$(dirname "$0")/.."
+top=$(pwd)
+lab=${KGATE_BUILD:-$top/build}/lab
+LAVA_PORT=${LAVA_PORT:-8010}
+SERVE_PORT=${SERVE_PORT:-8011}
+PY=/usr/bin/python3
+IDENTITY=kgate-local
+WORKER=kgate-local-worker
+DEVCONF=/etc/lava-server/dispatcher-config
+
+say() { echo "[lab] $*"; }
+die() { echo "[lab] error: $*" >&2; exit 1; }
+
+running() { [ -f "$lab/$1.pid" ] && kill -0 "$(cat "$lab/$1.pid")" 2>/dev/null; }
+
+start() {
+	name=$1
+	shift
+	if running "$name"; then
+		return 0
+	fi
+	"$@" > "$lab/logs/$name.out" 2>&1 &
+	echo $! > "$lab/$name.pid"
+}
+
+wait_http() {
+	i=0
+	until curl -sf -o /dev/null "$1"; do
+		i=$((i + 1))
+		[ $i -lt 120 ] || die "$2 did not answer at $1 (see $lab/logs/)"
+		sleep 0.5
+	done
+}
+
+manage() { lava-server manage "$@"; }
+
+up() {
+	command -v lava-server > /dev/null || die "lava-server is not installed: make deps"
+	command -v lavacli > /dev/null || die "lavacli is not installed: make deps"
+	mkdir -p "$lab/logs" "$lab/config" "$lab/worker"
+	chown lavaserver "$lab/logs" 2>/dev/null || true
+
+	# PostgreSQL: the Debian cluster, started if it is down.
+	if ! pg_lsclusters -h | awk '$4 == "online" { found = 1 } END { exit !found }'; then
+		ver=$(pg_lsclusters -h | awk 'NR == 1 { print $1 }')
+		clu=$(pg_lsclusters -h | awk 'NR == 1 { print $2 }')
+		[ -n "$ver" ] || die "no PostgreSQL cluster (install postgresql: make deps)"
+		pg_ctlcluster "$ver" "$clu" start
+		echo "$ver $clu" > "$lab/postgresql.started"
+		say "PostgreSQL $ver/$clu started"
+	fi
+	# lava-server's database: set up by its postinst only if PostgreSQL
+	# was running then.
+	if ! manage users list > /dev/null 2>&1; then
+		say "setting up lava-server's database"
+		$PY /usr/share/lava-server/postinst.py > "$lab/logs/postinst.out" 2>&1 ||
+			die "lava-server postinst failed (see $lab/logs/postinst.out)"
+	fi
+
+	start gunicorn /usr/bin/gunicorn3 lava_server.wsgi --log-level info \
+		--log-file "$lab/logs/gunicorn.log" -u lavaserver -g lavaserver \
+		--worker-class eventlet --workers 2 --bind "127.0.0.1:$LAVA_PORT"
+	wait_http "http://127.0.0.1:$LAVA_PORT/api/v0.2/system/version/" "lava-server"
+	start scheduler lava-server manage lava-scheduler --level INFO \
+		--log-file "$lab/logs/scheduler.log"
+
+	# A user and a token for lavacli; the token lives only in lavacli's
+	# own configuration under build/lab/config.
+	manage users list 2>/dev/null | grep -qw kgate ||
+		manage users add --staff --superuser kgate > /dev/null
+	if ! XDG_CONFIG_HOME="$lab/config" lavacli -i "$IDENTITY" system version > /dev/null 2>&1; then
+		secret=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
+		manage tokens add --user kgate --description "kgate local lab" --secret "$secret" > /dev/null
+		XDG_CONFIG_HOME="$lab/config" lavacli identities add \
+			--uri "http://127.0.0.1:$LAVA_PORT/RPC2" --username kgate --token "$secret" "$IDENTITY"
+	fi
+
+	# The worker and its devices.
+	manage workers list 2>/dev/null | grep -qw "$WORKER" || manage workers add "$WORKER" > /dev/null
+	token=$(manage workers details "$WORKER" | awk '$1 == "token" { print $3 }')
+	install -m 644 templates/lab/kgate-qemu.jinja2 "$DEVCONF/device-types/kgate-qemu.jinja2"
+	for dt in qemu kgate-qemu; do
+		manage device-types list 2>/dev/null | grep -qw "$dt" || manage device-types add "$dt" > /dev/null
+		dev=kgate-local-$dt
+		manage devices list 2>/dev/null | grep -qw "$dev" ||
+			manage devices add --device-type "$dt" --worker "$WORKER" "$dev" > /dev/null
+		if [ "$dt" = qemu ]; then
+			printf "{%% extends 'qemu.jinja2' %%}\n{%% set no_kvm = True %%}\n"
+		else
+			printf "{%% extends 'kgate-qemu.jinja2' %%}\n"
+		fi > "$DEVCONF/devices/$dev.jinja2"
+	done
+	start worker lava-worker --level INFO --url "http://127.0.0.1:$LAVA_PORT/" --token "$token" \
+		--name "$WORKER" --worker-dir "$lab/worker" --log-file "$lab/logs/worker.log"
+	start serve $PY tools/kgate.py serve --no-build --port "$SERVE_PORT"
+	wait_http "http://127.0.0.1:$SERVE_PORT/" "kgate serve"
+	i=0
+	until manage workers details "$WORKER" 2>/dev/null | grep -q "state *: Online"; do
+		i=$((i + 1))
+		[ $i -lt 120 ] || die "the worker did not come online (see $lab/logs/worker.log)"
+		sleep 0.5
+	done
+	say "LAVA $(curl -s "http://127.0.0.1:$LAVA_PORT/api/v0.2/system/version/") on http://127.0.0.1:$LAVA_PORT/, worker online"
+	env_lines
+}
+
+env_lines() {
+	echo "XDG_CONFIG_HOME=$lab/config"
+	echo "KGATE_LAB_IDENTITY=$IDENTITY"
+	echo "KGATE_LAB_BASE_URL=http://127.0.0.1:$SERVE_PORT/"
+}
+
+down() {
+	for name in serve worker scheduler gunicorn; do
+		if running "$name"; then
+			pid=$(cat "$lab/$name.pid")
+			kill "$pid" 2>/dev/null || true
+			i=0
+			while kill -0 "$pid" 2>/dev/null && [ $i -lt 40 ]; do
+				i=$((i + 1))
+				sleep 0.25
+			done
+			kill -9 "$pid" 2>/dev/null || true
+			say "stopped $name ($pid)"
+		fi
+		rm -f "$lab/$name.pid"
+	done
+	if [ -f "$lab/postgresql.started" ]; then
+		# shellcheck disable=SC2046
+		pg_ctlcluster $(cat "$lab/postgresql.started") stop && say "PostgreSQL stopped"
+		rm -f "$lab/postgresql.started"
+	fi
+}
+
+case "${1:-}" in
+up) up ;;
+down) down ;;
+env) env_lines ;;
+*) echo "usage: $0 up|down|env" >&2; exit 2 ;;
+esac
