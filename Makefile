@@ -7,19 +7,31 @@ KGATE  := $(PY) tools/kgate.py
 ARCH   ?=
 # Jobs at once for 'make run'.
 PARALLEL ?= 2
+# The LAVA lab: lavacli identity, the URL its workers fetch artifacts
+# from (what 'make serve' serves), and the lab's device type.
+LAB      ?= default
+BASE_URL ?=
+DEVICE_TYPE ?= qemu
+BIND ?= 127.0.0.1
+PORT ?= 8011
 
-.PHONY: help deps list source kernel rootfs jobs run matrix check checkpatch clean distclean
+.PHONY: help deps list source kernel rootfs jobs run matrix serve submit collect lab-up lab-down check checkpatch clean distclean
 
 help:
 	@echo "make deps        install every Debian package used (root; idempotent)"
 	@echo "make run         build what is missing, run fixed + known-bad jobs with lava-run,"
 	@echo "                 print the matrix (ARCH=x86_64 for one target; exit 0 = gate passed)"
 	@echo "make matrix      print the matrix of the latest run"
+	@echo "make serve       serve the artifacts over http for a LAVA lab (BIND=, PORT=)"
+	@echo "make submit      submit the jobs to a LAVA lab and collect the results"
+	@echo "                 (LAB=lavacli identity, BASE_URL=artifact URL, DEVICE_TYPE=, ARCH=)"
+	@echo "make collect     collect the latest submitted run again"
+	@echo "make lab-up      start a real LAVA server + worker on this machine; lab-down stops it"
 	@echo "make list        print the targets"
 	@echo "make kernel      build the kernels of ARCH (default x86_64), both variants"
 	@echo "make rootfs      build the initramfs of ARCH (default x86_64)"
 	@echo "make jobs        render and validate the LAVA jobs of ARCH (default x86_64)"
-	@echo "make check       the project's tests (unit, native, checkpatch, x86_64 end to end)"
+	@echo "make check       the project's tests (unit, native, checkpatch, end to end, LAVA lab)"
 	@echo "make checkpatch  scripts/checkpatch.pl on the kernel patches and the C tests"
 	@echo "make clean       remove build outputs and runs, keep the kernel source and ccache"
 	@echo "make distclean   remove all of build/"
@@ -48,6 +60,22 @@ run:
 matrix:
 	@$(KGATE) matrix
 
+serve:
+	$(KGATE) serve --bind $(BIND) --port $(PORT) $(ARCH)
+
+submit:
+	@test -n "$(BASE_URL)" || { echo "make submit: set BASE_URL= (where the lab fetches build/serve)"; exit 2; }
+	$(KGATE) submit -i $(LAB) --base-url $(BASE_URL) --device-type $(DEVICE_TYPE) $(ARCH)
+
+collect:
+	$(KGATE) collect -i $(LAB)
+
+lab-up:
+	sh tools/lab-local.sh up
+
+lab-down:
+	sh tools/lab-local.sh down
+
 check:
 	sh tests/check.sh
 
@@ -55,9 +83,9 @@ checkpatch:
 	sh tests/checkpatch.sh
 
 clean:
-	rm -rf build/kernels build/rootfs build/busybox build/tests build/native build/runs build/logs
+	rm -rf build/kernels build/rootfs build/busybox build/tests build/native build/runs build/logs build/serve
 	rm -f jobs/*.yaml
-	rm -rf jobs/devices
+	rm -rf jobs/devices jobs/lab
 
 distclean: clean
 	rm -rf build
