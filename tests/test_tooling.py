@@ -417,3 +417,15 @@ def test_verdict_differences():
     assert results.verdict_differences(a, b) == ["x86_64/fixed: pass -> regression",
                                                  "arm/fixed: absent -> pass"]
     assert results.verdict_differences(a, a) == []
+
+
+def test_lab_command_line_becomes_job_fields():
+    from kgate import cli
+    args = cli.parser().parse_args(["lab-jobs", "--base-url", "http://lab/", "--tag", "fast",
+                                    "--job-timeout", "30", "--priority", "high", "x86_64"])
+    over = cli.lab_overrides(args)
+    assert over["tags"] == ["fast"] and over["priority"] == "high"
+    art = {"url": "http://lab/k", "sha256": "b" * 64}
+    job = render.validate_job(render.render_job(common.target("x86_64"), "fixed", art, art, **over))
+    assert job["timeouts"]["job"] == {"minutes": 30} and job["tags"] == ["fast"]
+    assert job["timeouts"]["action"] == {"minutes": render.DEFAULTS["timeouts"]["action"]}

@@ -93,6 +93,9 @@ def lab_overrides(args):
     over = {"device_type": args.device_type, "priority": args.priority,
             "visibility": args.visibility, "job_prefix": args.job_prefix,
             "tags": args.tag or None}
+    if args.job_timeout:
+        # A busy lab's queue and slower workers: the whole job's limit.
+        over["timeouts"] = dict(render.DEFAULTS["timeouts"], job=args.job_timeout)
     return {k: v for k, v in over.items() if v is not None}
 
 
@@ -147,6 +150,8 @@ def add_lab_args(s, base_url_required=True):
     s.add_argument("--priority", help="high, medium, low or 0-100 (default: medium)")
     s.add_argument("--visibility", help="public or personal (default: public)")
     s.add_argument("--job-prefix", help="text before each job name (default: 'kgate ')")
+    s.add_argument("--job-timeout", type=int, metavar="MINUTES",
+                   help=f"the job's timeout (default: {render.DEFAULTS['timeouts']['job']})")
     s.add_argument("-j", "--jobs", type=int, help="parallel make jobs (default: cores + 1)")
 
 
