@@ -429,3 +429,36 @@ def test_lab_command_line_becomes_job_fields():
     job = render.validate_job(render.render_job(common.target("x86_64"), "fixed", art, art, **over))
     assert job["timeouts"]["job"] == {"minutes": 30} and job["tags"] == ["fast"]
     assert job["timeouts"]["action"] == {"minutes": render.DEFAULTS["timeouts"]["action"]}
+
+
+# --- reports -------------------------------------------------------------------
+
+def test_junit_one_suite_per_job():
+    import xml.etree.ElementTree as ET
+    from kgate import reports
+    jobs = [
+        {"target": "x86_64", "variant": "fixed", "verdict": results.REGRESSION, "seconds": 20.5,
+         "cases": [dict(c, definition="0_kgate-backlog")
+                   for c in cases(ipv4_data_fin="fail", ipv4_data_data="skip")]
+         + bench_cases(figs={"bulk_ratio": (1.02, "x")})},
+        {"target": "x86_64", "variant": "known-bad", "verdict": results.MISSED,
+         "cases": cases(**dict(ALL_BAD, ipv6_data_rst="pass"))},
+        {"target": "mips", "variant": "fixed", "verdict": results.INFRA, "reason": "job incomplete",
+         "errors": ["boot: timed out"], "cases": []},
+    ]
+    root = ET.fromstring(reports.junit({"run": "r1", "jobs": jobs}))
+    suites = {s.get("name"): s for s in root.iter("testsuite")}
+    assert list(suites) == ["x86_64.fixed", "x86_64.known-bad", "mips.fixed"]
+    fixed = suites["x86_64.fixed"]
+    assert fixed.get("failures") == "1" and fixed.get("skipped") == "1" and fixed.get("time") == "20.5"
+    failed = [t.get("name") for t in fixed.iter("testcase") if t.find("failure") is not None]
+    assert failed == ["ipv4_data_fin"]
+    ratio = [t for t in fixed.iter("testcase") if t.get("name") == "bulk_ratio"][0]
+    assert ratio.get("classname") == "x86_64.fixed.kgate-bench" and ratio.find("system-out").text == "1.02 x"
+    # The control's expected failures pass; the one it passed is the failure.
+    bad = suites["x86_64.known-bad"]
+    assert [t.get("name") for t in bad.iter("testcase") if t.find("failure") is not None] == \
+        ["ipv6_data_rst"]
+    infra = suites["mips.fixed"]
+    assert infra.get("errors") == "1" and infra.find("testcase/error").get("message") == "job incomplete"
+    assert root.get("failures") == "2" and root.get("errors") == "1"

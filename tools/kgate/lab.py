@@ -234,7 +234,6 @@ def collect(run_dir, identity=None, timeout=1800):
     finished = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     doc = results.write_json(os.path.join(run_dir, "results.json"), os.path.basename(run_dir),
                              record["submitted"], finished, done)
-    atomic_write(os.path.join(run_dir, "matrix.txt"), results.matrix(done) + "\n")
-    runner.write_figures(run_dir, done)
+    runner.write_reports(run_dir, doc)
     runner.point_latest(run_dir)
     return doc

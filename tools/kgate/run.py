@@ -9,7 +9,7 @@ import subprocess
 import threading
 import time
 
-from . import figures, kernel, lavalog, render, results, rootfs
+from . import figures, kernel, lavalog, render, reports, results, rootfs
 from .common import (BUILD, TOP, VARIANTS, KgateError, atomic_write, check_variant, log,
                      need_tools, sha256_file, target)
 
@@ -100,8 +100,13 @@ def point_latest(run_dir):
     os.replace(tmp, link)
 
 
-def write_figures(run_dir, jobs):
-    """bench.txt and bench.svg of a run, when a job measured anything."""
+def write_reports(run_dir, doc):
+    """Everything a run folder holds besides results.json: matrix.txt,
+    junit.xml and, when a job measured anything, bench.txt and
+    bench.svg."""
+    jobs = doc["jobs"]
+    atomic_write(os.path.join(run_dir, "matrix.txt"), results.matrix(jobs) + "\n")
+    atomic_write(os.path.join(run_dir, "junit.xml"), reports.junit(doc))
     text = figures.table(jobs)
     if text:
         atomic_write(os.path.join(run_dir, "bench.txt"), text + "\n")
@@ -152,7 +157,6 @@ def run(target_names, variants=VARIANTS, parallel=1, jobs=None, job_timeout=900)
         finished = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         doc = results.write_json(os.path.join(run_dir, "results.json"), os.path.basename(run_dir),
                                  started, finished, done)
-        atomic_write(os.path.join(run_dir, "matrix.txt"), results.matrix(done) + "\n")
-        write_figures(run_dir, done)
+        write_reports(run_dir, doc)
         point_latest(run_dir)
     return doc, run_dir
