@@ -12,16 +12,22 @@ PARALLEL ?= 2
 LAB      ?= default
 BASE_URL ?=
 DEVICE_TYPE ?= qemu
+# 'make compare': baseline and new run (folders or results.json).
+BASE ?=
+NEW ?=
+RUN ?=
 BIND ?= 127.0.0.1
 PORT ?= 8011
 
-.PHONY: help deps list source kernel rootfs jobs run matrix serve submit collect lab-up lab-down check checkpatch clean distclean
+.PHONY: help deps list source kernel rootfs jobs run matrix compare baseline serve submit collect lab-up lab-down check checkpatch clean distclean
 
 help:
 	@echo "make deps        install every Debian package used (root; idempotent)"
 	@echo "make run         build what is missing, run fixed + known-bad jobs with lava-run,"
 	@echo "                 print the matrix (ARCH=x86_64 for one target; exit 0 = gate passed)"
 	@echo "make matrix      print the matrix of the latest run"
+	@echo "make baseline    save the latest run as the baseline (RUN= another run folder)"
+	@echo "make compare     compare the latest run (NEW=) with the baseline (BASE=); exit 1 if worse"
 	@echo "make serve       serve the artifacts over http for a LAVA lab (BIND=, PORT=)"
 	@echo "make submit      submit the jobs to a LAVA lab and collect the results"
 	@echo "                 (LAB=lavacli identity, BASE_URL=artifact URL, DEVICE_TYPE=, ARCH=)"
@@ -59,6 +65,12 @@ run:
 
 matrix:
 	@$(KGATE) matrix
+
+baseline:
+	@$(KGATE) baseline $(RUN)
+
+compare:
+	@$(KGATE) compare $(BASE) $(NEW)
 
 serve:
 	$(KGATE) serve --bind $(BIND) --port $(PORT) $(ARCH)

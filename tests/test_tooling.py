@@ -462,3 +462,71 @@ def test_junit_one_suite_per_job():
     infra = suites["mips.fixed"]
     assert infra.get("errors") == "1" and infra.find("testcase/error").get("message") == "job incomplete"
     assert root.get("failures") == "2" and root.get("errors") == "1"
+
+
+# --- compare -------------------------------------------------------------------
+
+def _doc(jobs):
+    return {"schema": results.SCHEMA_VERSION, "run": "r", "jobs": jobs}
+
+
+def _job(target, variant, verdict, cs):
+    return {"target": target, "variant": variant, "verdict": verdict, "cases": cs}
+
+
+def test_compare_finds_what_got_worse_and_better():
+    from kgate import compare
+    base = _doc([_job("x86_64", "fixed", results.REGRESSION, cases(ipv4_data_urg="fail")),
+                 _job("x86_64", "known-bad", results.CAUGHT, cases(**ALL_BAD)),
+                 _job("mips", "fixed", results.PASS, cases())])
+    same, failed = compare.compare(base, base)
+    assert same == [] and not failed
+    new_cases = [c for c in cases(ipv4_data_fin="fail", ipv6_data_data="skip")
+                 if c["case"] != "ipv6_flood"]
+    new = _doc([_job("x86_64", "fixed", results.REGRESSION, new_cases),
+                _job("x86_64", "known-bad", results.MISSED,
+                     cases(**dict(ALL_BAD, ipv4_data_rst="pass"))),
+                _job("arm", "fixed", results.PASS, cases())])
+    lines, failed = compare.compare(base, new)
+    text = "\n".join(lines)
+    assert failed
+    assert "x86_64/fixed: NEW FAILURES: ipv4_data_fin" in text
+    assert "x86_64/fixed: fixed: ipv4_data_urg" in text
+    assert "x86_64/fixed: newly inconclusive: ipv6_data_data" in text
+    assert "x86_64/fixed: MISSING cases: ipv6_flood" in text
+    assert "x86_64/known-bad: verdict WORSE: caught -> missed" in text
+    assert "ipv4_data_rst (the control no longer fails it)" in text
+    assert "mips/fixed: MISSING from the new run" in text
+    assert "arm/fixed: new in this run (pass)" in text
+
+
+def test_compare_figures_beyond_the_spread_only():
+    from kgate import compare
+
+    def run(med, lo, hi):
+        figs = {"bulk_ratio": (med, "x"), "bulk_ratio_min": (lo, "x"), "bulk_ratio_max": (hi, "x")}
+        return _doc([_job("x86_64", "fixed", results.PASS, cases() + bench_cases(figs=figs))])
+    base = run(1.0, 0.9, 1.1)
+    assert compare.compare(base, run(0.95, 0.7, 1.2))[0] == []        # within the spread
+    lines, failed = compare.compare(base, run(0.6, 0.5, 0.7))
+    assert len(lines) == 1 and "figure worse: bulk_ratio 1 -> 0.6 x" in lines[0] and not failed
+    assert compare.figures_worse(lines)
+
+
+def test_compare_command_and_baseline(tmp_path, monkeypatch, capsys):
+    from kgate import cli, compare
+    base = tmp_path / "base"
+    new = tmp_path / "new"
+    for d, doc in ((base, _doc([_job("x86_64", "fixed", results.PASS, cases())])),
+                   (new, _doc([_job("x86_64", "fixed", results.REGRESSION,
+                                    cases(ipv4_data_fin="fail"))]))):
+        d.mkdir()
+        (d / "results.json").write_text(json.dumps(doc))
+    monkeypatch.setattr(compare, "BASELINE", str(tmp_path / "baseline" / "results.json"))
+    assert cli.main(["baseline", str(base)]) == 0
+    assert cli.main(["compare", "--", str(tmp_path / "baseline" / "results.json"), str(new)]) == 1
+    assert "NEW FAILURES: ipv4_data_fin" in capsys.readouterr().out
+    assert cli.main(["compare", str(base), str(base)]) == 0
+    (tmp_path / "bad.json").write_text("{}")
+    assert cli.main(["compare", str(tmp_path / "bad.json"), str(base)]) == 2
+    assert cli.main(["compare", str(tmp_path / "nowhere"), str(base)]) == 2

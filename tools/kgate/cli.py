@@ -2,7 +2,7 @@
 import argparse
 import os
 
-from . import bench, figures, kernel, lab, render, results, rootfs
+from . import bench, compare, figures, kernel, lab, render, results, rootfs
 from . import run as runner
 from .common import TOP, VARIANTS, KgateError, load_targets, log
 
@@ -155,6 +155,21 @@ def add_lab_args(s, base_url_required=True):
     s.add_argument("-j", "--jobs", type=int, help="parallel make jobs (default: cores + 1)")
 
 
+def cmd_compare(args):
+    new = args.new or os.path.join(runner.RUNS, "latest")
+    text, code = compare.report(args.base or compare.BASELINE, new, gate_figures=args.figures)
+    print(text)
+    return code
+
+
+def cmd_baseline(args):
+    run = args.run or os.path.join(runner.RUNS, "latest")
+    doc = compare.save_baseline(run)
+    print(f"Baseline: run {doc.get('run')} ({doc.get('verdict')}) saved as "
+          f"{os.path.relpath(compare.BASELINE, TOP)}")
+    return 0
+
+
 def cmd_bench(args):
     print(bench.bench(args.target or None, cold=args.cold, parallel=args.parallel))
     return 0
@@ -230,6 +245,21 @@ def parser():
     s.add_argument("-i", "--identity", help="lavacli identity (default: the one used to submit)")
     s.add_argument("--timeout", type=int, default=1800, help="seconds to wait for each job")
     s.set_defaults(func=cmd_collect)
+    s = sub.add_parser("compare", help="compare a run with a baseline",
+                       description="New failures, fixed cases, missing cases and jobs, verdict "
+                       "changes, and figures that moved beyond both runs' measured range. "
+                       "Exit status: 0 no regression against the baseline, 1 worse (a "
+                       "verdict got worse, a case newly fails, a case or job is missing; "
+                       "with --figures also a figure worse beyond the spread), 2 usage.")
+    s.add_argument("base", nargs="?", help="baseline run folder or results.json "
+                   "(default: the one saved with 'baseline')")
+    s.add_argument("new", nargs="?", help="run folder or results.json (default: the latest run)")
+    s.add_argument("--figures", action="store_true",
+                   help="also fail when a figure got worse beyond the spread")
+    s.set_defaults(func=cmd_compare)
+    s = sub.add_parser("baseline", help="save a run's results as the baseline for 'compare'")
+    s.add_argument("run", nargs="?", help="run folder or results.json (default: the latest run)")
+    s.set_defaults(func=cmd_baseline)
     s = sub.add_parser("bench", help="print build and boot figures per target",
                        description="Without --cold: the figures the last builds and the latest "
                        "run recorded. With --cold: remove all build outputs and the ccache, "
