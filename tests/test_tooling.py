@@ -530,3 +530,59 @@ def test_compare_command_and_baseline(tmp_path, monkeypatch, capsys):
     (tmp_path / "bad.json").write_text("{}")
     assert cli.main(["compare", str(tmp_path / "bad.json"), str(base)]) == 2
     assert cli.main(["compare", str(tmp_path / "nowhere"), str(base)]) == 2
+
+
+# --- the kernel you want to ship (candidate) -----------------------------------
+
+def _setup(argv):
+    from kgate import cli
+    return cli.candidate_setup(cli.parser().parse_args(["run"] + argv))
+
+
+def test_candidate_from_the_command_line(tmp_path, monkeypatch):
+    from kgate import run as runner
+    monkeypatch.setattr(kernel, "_candidate", {"patches": None, "source": None})
+    monkeypatch.setattr(runner, "candidate_images", {})
+    assert _setup([]) == (list(common.load_targets()), ["fixed", "known-bad"])
+    img = tmp_path / "bzImage"
+    img.write_bytes(b"x")
+    names, variants = _setup(["--image", f"x86_64={img}", "--image", f"arm={img}"])
+    assert names == ["arm", "x86_64"] and variants == ["candidate", "known-bad"]
+    assert runner.candidate_images == {"x86_64": str(img), "arm": str(img)}
+    for bad in (["--image", "sparc=/x"], ["--image", "x86_64"], ["--variant", "candidate"],
+                ["--image", f"x86_64={img}", "--patches", str(tmp_path)],
+                ["--patches", str(tmp_path / "none")], ["--patches", str(tmp_path)],
+                ["--source", str(tmp_path)]):
+        with pytest.raises(common.KgateError):
+            _setup(bad)
+
+
+def test_candidate_patches_go_on_top_of_the_fixed_series(tmp_path, monkeypatch):
+    monkeypatch.setattr(kernel, "_candidate", {"patches": None, "source": None})
+    (tmp_path / "0002-b.patch").write_text("b")
+    (tmp_path / "0001-a.patch").write_text("a")
+    (tmp_path / "notes.txt").write_text("not a patch")
+    kernel.set_candidate(patches=str(tmp_path))
+    fixed = kernel.variant_patches("fixed")
+    got = kernel.variant_patches("candidate")
+    assert got == fixed + [str(tmp_path / "0001-a.patch"), str(tmp_path / "0002-b.patch")]
+    key = kernel.tree_key("candidate")
+    (tmp_path / "0002-b.patch").write_text("b2")
+    assert kernel.tree_key("candidate") != key          # a changed patch is a new tree
+    (tmp_path / "series").write_text("0002-b.patch\n# 0001-a.patch\n")
+    assert kernel.variant_patches("candidate") == fixed + [str(tmp_path / "0002-b.patch")]
+    (tmp_path / "series").write_text("0003-missing.patch\n")
+    with pytest.raises(common.KgateError):
+        kernel.variant_patches("candidate")
+
+
+def test_candidate_judged_like_fixed():
+    assert results.job_verdict("candidate", "complete", cases(ipv4_data_fin="fail"))[0] == \
+        results.REGRESSION
+    assert results.job_verdict("candidate", "complete", cases(csum_rfc1071="fail"))[0] == \
+        results.REGRESSION
+    jobs = [{"target": "x86_64", "variant": "candidate", "verdict": results.PASS},
+            {"target": "x86_64", "variant": "known-bad", "verdict": results.CAUGHT}]
+    assert results.run_verdict(jobs) == (results.PASS, 0, "candidate kernel passed on 1/1 targets; "
+                                         "known-bad control caught on 1/1 targets")
+    assert render.has_bench("candidate")

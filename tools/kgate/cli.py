@@ -4,7 +4,8 @@ import os
 
 from . import bench, compare, figures, kernel, lab, render, results, rootfs
 from . import run as runner
-from .common import TOP, VARIANTS, KgateError, load_targets, log
+from .common import (ALL_VARIANTS, CANDIDATE, TOP, VARIANTS, KgateError, load_targets, log,
+                     target)
 
 
 def cmd_list(args):
@@ -73,9 +74,33 @@ def print_gate(doc):
     return doc["exit_code"]
 
 
+def candidate_setup(args):
+    """Configure the candidate kernel from --patches/--source/--image;
+    return (targets, variants) to run."""
+    images = {}
+    for spec in args.image or []:
+        tgt, sep, path = spec.partition("=")
+        if not sep or not path:
+            raise KgateError(f"--image wants TARGET=PATH, not {spec!r}")
+        target(tgt)  # an unknown target is an error now
+        images[tgt] = os.path.abspath(path)
+    if images and (args.patches or args.source):
+        raise KgateError("--image excludes --patches and --source")
+    kernel.set_candidate(patches=args.patches, source=args.source)
+    runner.candidate_images.clear()
+    runner.candidate_images.update(images)
+    has_candidate = bool(images or args.patches or args.source)
+    if args.variant and CANDIDATE in args.variant and not has_candidate:
+        raise KgateError("--variant candidate needs --patches DIR, --source DIR or --image T=PATH")
+    variants = args.variant or ([CANDIDATE, "known-bad"] if has_candidate else list(VARIANTS))
+    names = args.target or (sorted(images, key=list(load_targets()).index) if images
+                            else default_targets())
+    return names, variants
+
+
 def cmd_run(args):
-    names = args.target or default_targets()
-    doc, run_dir = runner.run(names, args.variant or VARIANTS, parallel=args.parallel, jobs=args.jobs)
+    names, variants = candidate_setup(args)
+    doc, run_dir = runner.run(names, variants, parallel=args.parallel, jobs=args.jobs)
     code = print_gate(doc)
     print(f"Results: {os.path.relpath(os.path.join(run_dir, 'results.json'), TOP)}")
     return code
@@ -100,8 +125,8 @@ def lab_overrides(args):
 
 
 def cmd_lab_jobs(args):
-    names = args.target or default_targets()
-    for it in lab.write_lab_jobs(names, args.variant or VARIANTS, args.base_url, jobs=args.jobs,
+    names, variants = candidate_setup(args)
+    for it in lab.write_lab_jobs(names, variants, args.base_url, jobs=args.jobs,
                                  **lab_overrides(args)):
         print(os.path.relpath(it["file"], TOP))
     return 0
@@ -119,8 +144,8 @@ def cmd_serve(args):
 
 
 def cmd_submit(args):
-    names = args.target or default_targets()
-    run_dir = lab.submit(args.identity, names, args.variant or VARIANTS, args.base_url,
+    names, variants = candidate_setup(args)
+    run_dir = lab.submit(args.identity, names, variants, args.base_url,
                          jobs=args.jobs, **lab_overrides(args))
     print(f"Submitted: {os.path.relpath(os.path.join(run_dir, lab.SUBMITTED), TOP)}")
     if args.no_wait:
@@ -138,10 +163,24 @@ def cmd_collect(args):
     return code
 
 
+def add_candidate_args(s):
+    g = s.add_argument_group(
+        "the kernel you want to ship (variant 'candidate', judged like 'fixed'; "
+        "the default variants become candidate and known-bad)")
+    g.add_argument("--patches", metavar="DIR",
+                   help="your patches on top of Debian's 6.1 and kernel/patches: DIR/series, "
+                   "else every *.patch/*.diff in name order")
+    g.add_argument("--source", metavar="DIR",
+                   help="your own (clean) kernel source tree, built with kgate's configs")
+    g.add_argument("--image", action="append", metavar="TARGET=PATH",
+                   help="a prebuilt kernel image for TARGET (repeatable); "
+                   "without named targets, the targets given images")
+
+
 def add_lab_args(s, base_url_required=True):
     s.add_argument("target", nargs="*", help="targets (default: all; see 'list')")
-    s.add_argument("--variant", action="append", choices=VARIANTS,
-                   help="variant (repeatable; default: all)")
+    s.add_argument("--variant", action="append", choices=ALL_VARIANTS,
+                   help="variant (repeatable; default: fixed and known-bad)")
     s.add_argument("--base-url", required=base_url_required,
                    help="http(s) URL under which the lab's workers reach build/serve "
                    "(what 'kgate.py serve' serves)")
@@ -153,6 +192,7 @@ def add_lab_args(s, base_url_required=True):
     s.add_argument("--job-timeout", type=int, metavar="MINUTES",
                    help=f"the job's timeout (default: {render.DEFAULTS['timeouts']['job']})")
     s.add_argument("-j", "--jobs", type=int, help="parallel make jobs (default: cores + 1)")
+    add_candidate_args(s)
 
 
 def cmd_compare(args):
@@ -204,10 +244,11 @@ def parser():
                        description="Exit status: 0 gate passed, 1 regression (or the known-bad "
                        "control was missed), 3 infrastructure failure, 4 inconclusive, 2 usage.")
     s.add_argument("target", nargs="*", help="targets (default: all; see 'list')")
-    s.add_argument("--variant", action="append", choices=VARIANTS,
-                   help="variant to run (repeatable; default: all)")
+    s.add_argument("--variant", action="append", choices=ALL_VARIANTS,
+                   help="variant to run (repeatable; default: fixed and known-bad)")
     s.add_argument("-p", "--parallel", type=int, default=2, help="jobs at once (default: 2)")
     s.add_argument("-j", "--jobs", type=int, help="parallel make jobs (default: cores + 1)")
+    add_candidate_args(s)
     s.set_defaults(func=cmd_run)
     s = sub.add_parser("matrix", help="print the matrix of a run (default: the latest)")
     s.add_argument("results", nargs="?", help="a results.json")

@@ -11,6 +11,10 @@ import yaml
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("KGATE_BUILD", os.path.join(TOP, "build"))
 VARIANTS = ("fixed", "known-bad")
+# The user's kernel under test (kgate.py run --patches/--source/--image):
+# judged like the fixed kernel, next to the known-bad control.
+CANDIDATE = "candidate"
+ALL_VARIANTS = VARIANTS + (CANDIDATE,)
 
 
 class KgateError(Exception):
@@ -40,8 +44,8 @@ def target(name, targets=None):
 
 
 def check_variant(variant):
-    if variant not in VARIANTS:
-        raise KgateError(f"unknown variant '{variant}'; known variants: {', '.join(VARIANTS)}")
+    if variant not in ALL_VARIANTS:
+        raise KgateError(f"unknown variant '{variant}'; known variants: {', '.join(ALL_VARIANTS)}")
 
 
 def format_table(heads, rows, rule=False):

@@ -15,8 +15,8 @@ import shutil
 import subprocess
 import time
 
-from .common import (BUILD, TOP, KgateError, atomic_copy, atomic_write, check_variant,
-                     log, need_tools, read_text, run_logged, target, tool_version)
+from .common import (BUILD, CANDIDATE, TOP, KgateError, atomic_copy, atomic_write,
+                     check_variant, log, need_tools, read_text, run_logged, target, tool_version)
 
 SOURCE_TARBALL = os.environ.get("KGATE_KERNEL_TARBALL", "/usr/src/linux-source-6.1.tar.xz")
 KERNEL_DIR = os.path.join(TOP, "kernel")
@@ -42,12 +42,75 @@ def series(kind):
     return out
 
 
+# The candidate kernel, as the command line describes it: the fixed
+# series plus the user's patches, or the user's own source tree.
+_candidate = {"patches": None, "source": None}
+
+
+def set_candidate(patches=None, source=None):
+    if patches and source:
+        raise KgateError("--patches and --source exclude each other")
+    if patches:
+        patches = os.path.abspath(patches)
+        _candidate.update(patches=patches, source=None)
+        candidate_patches()  # fails now on a bad folder
+    if source:
+        source = os.path.abspath(source)
+        if not (os.path.isfile(os.path.join(source, "Kconfig")) and
+                os.path.isfile(os.path.join(source, "Makefile"))):
+            raise KgateError(f"--source {source}: not a kernel source tree (no Kconfig/Makefile)")
+        _candidate.update(patches=None, source=source)
+
+
+def candidate_patches():
+    """The user's patches: their folder's 'series' file, else every
+    *.patch and *.diff in name order."""
+    d = _candidate["patches"]
+    if not os.path.isdir(d):
+        raise KgateError(f"--patches {d}: not a folder")
+    listed = read_text(os.path.join(d, "series"))
+    if listed is not None:
+        names = [ln.split("#", 1)[0].strip() for ln in listed.splitlines()]
+        names = [n for n in names if n]
+    else:
+        names = sorted(n for n in os.listdir(d) if n.endswith((".patch", ".diff")))
+    paths = [os.path.join(d, n) for n in names]
+    missing = [n for n, p in zip(names, paths) if not os.path.isfile(p)]
+    if missing:
+        raise KgateError(f"--patches {d}: series names missing files: {', '.join(missing)}")
+    if not paths:
+        raise KgateError(f"--patches {d}: no series file and no *.patch or *.diff")
+    return paths
+
+
 def variant_patches(variant):
     check_variant(variant)
+    if variant == CANDIDATE:
+        if _candidate["source"]:
+            return []  # the user's tree, as it is
+        if not _candidate["patches"]:
+            raise KgateError("the candidate kernel needs --patches DIR, --source DIR or --image")
+        return series("patches") + candidate_patches()
     patches = series("patches")
     if variant == "known-bad":
         patches += series("regressions")
     return patches
+
+
+def _tree_fingerprint(root):
+    """Cheap identity of a source tree: every file's path, size and mtime
+    (without .git)."""
+    h = hashlib.sha256()
+    for d, dirs, files in os.walk(root):
+        dirs[:] = sorted(x for x in dirs if x != ".git")
+        for f in sorted(files):
+            try:
+                st = os.lstat(os.path.join(d, f))
+            except OSError:
+                continue
+            h.update(f"{os.path.relpath(os.path.join(d, f), root)}\0{st.st_size}\0"
+                     f"{st.st_mtime_ns}\0".encode())
+    return h.hexdigest()
 
 
 def fragments(tgt):
@@ -74,6 +137,9 @@ def source_id():
 
 def tree_key(variant):
     h = hashlib.sha256()
+    if variant == CANDIDATE and _candidate["source"]:
+        h.update(f"source {_candidate['source']} {_tree_fingerprint(_candidate['source'])}".encode())
+        return h.hexdigest()
     h.update(source_id().encode())
     _hash_files(h, variant_patches(variant))
     return h.hexdigest()
@@ -122,13 +188,17 @@ def prepare_tree(variant):
     stamp = os.path.join(dst, ".kgate-tree")
     if read_text(stamp) == key:
         return dst
-    pristine_dir = pristine()
+    from_dir = _candidate["source"] if variant == CANDIDATE and _candidate["source"] else pristine()
     tmp = dst + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.rmtree(dst, ignore_errors=True)
     # Hard links cost no space; GNU patch writes a new file for each file
     # it changes, so the pristine tree is never modified.
-    subprocess.run(["cp", "-al", pristine_dir, tmp], check=True)
+    r = subprocess.run(["cp", "-al", from_dir, tmp], capture_output=True, text=True)
+    if r.returncode:
+        # Another file system than build/: a real copy.
+        shutil.rmtree(tmp, ignore_errors=True)
+        subprocess.run(["cp", "-a", from_dir, tmp], check=True)
     for p in variant_patches(variant):
         log(f"[kernel] {variant}: applying {os.path.relpath(p, TOP)}")
         r = subprocess.run(["patch", "-p1", "--forward", "--no-backup-if-mismatch", "-s", "-i", p],

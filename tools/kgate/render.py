@@ -4,7 +4,7 @@ import os
 import jinja2
 import yaml
 
-from .common import BUILD, TOP, KgateError, VARIANTS, atomic_write, check_variant, target
+from .common import ALL_VARIANTS, BUILD, TOP, KgateError, atomic_write, check_variant, target
 
 TEMPLATES = os.path.join(TOP, "templates")
 JOBS = os.environ.get("KGATE_JOBS", os.path.join(TOP, "jobs"))
@@ -120,7 +120,7 @@ def write_local(tgt_name, artifacts):
     """
     tgt = target(tgt_name)
     out = {}
-    for variant in VARIANTS:
+    for variant in ALL_VARIANTS:
         if variant not in artifacts:
             continue
         a = artifacts[variant]

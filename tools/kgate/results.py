@@ -109,7 +109,7 @@ def _gate_verdict(variant, health, cases):
     if unit_failed:
         # The packet code itself is wrong on this target: nothing the
         # backlog test says there can be trusted.
-        verdict = REGRESSION if variant == "fixed" else INFRA
+        verdict = INFRA if variant == "known-bad" else REGRESSION
         return verdict, f"packet unit tests failed: {', '.join(unit_failed)}"
     failed = [c for c in GUEST_CASES if by_name[c] == "fail"]
     skipped = [c for c in GUEST_CASES if by_name[c] == "skip"]
@@ -138,11 +138,13 @@ def run_verdict(jobs):
         v = PASS if v == CAUGHT else v
         if order.index(v) > order.index(worst):
             worst = v
-    fixed = [j for j in jobs if j["variant"] == "fixed"]
-    bad = [j for j in jobs if j["variant"] == "known-bad"]
     parts = []
-    if fixed:
-        parts.append(f"fixed kernel passed on {sum(j['verdict'] == PASS for j in fixed)}/{len(fixed)} targets")
+    for name in ("fixed", "candidate"):
+        under = [j for j in jobs if j["variant"] == name]
+        if under:
+            parts.append(f"{name} kernel passed on {sum(j['verdict'] == PASS for j in under)}/"
+                         f"{len(under)} targets")
+    bad = [j for j in jobs if j["variant"] == "known-bad"]
     if bad:
         parts.append(f"known-bad control caught on {sum(j['verdict'] == CAUGHT for j in bad)}/{len(bad)} targets")
     return worst, EXIT_CODES[worst], "; ".join(parts)

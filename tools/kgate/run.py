@@ -10,8 +10,8 @@ import threading
 import time
 
 from . import figures, kernel, lavalog, render, reports, results, rootfs
-from .common import (BUILD, TOP, VARIANTS, KgateError, atomic_write, check_variant, log,
-                     need_tools, sha256_file, target)
+from .common import (BUILD, CANDIDATE, TOP, VARIANTS, KgateError, atomic_copy, atomic_write,
+                     check_variant, log, need_tools, sha256_file, target)
 
 RUNS = os.path.join(BUILD, "runs")
 DISPATCHER = os.path.join(TOP, "templates", "dispatcher.yaml")
@@ -47,13 +47,37 @@ class RunLock:
         self.f.close()
 
 
+# Prebuilt candidate images: {target: path} (kgate.py run --image T=PATH).
+candidate_images = {}
+
+
+def candidate_image(tgt_name):
+    """The user's prebuilt image, copied next to the built ones (so a
+    run and a lab fetch one fixed file)."""
+    src = candidate_images[tgt_name]
+    if not os.path.isfile(src):
+        raise KgateError(f"--image {tgt_name}={src}: no such file")
+    dst = kernel.image_path(tgt_name, CANDIDATE)
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    atomic_copy(src, dst)
+    atomic_write(os.path.join(kernel.out_dir(tgt_name, CANDIDATE), "key"), f"prebuilt {src}\n")
+    log(f"[kernel {tgt_name}/{CANDIDATE}] prebuilt image {src}")
+    return dst
+
+
 def artifacts(tgt_name, variants, jobs=None):
     """Build (or reuse) kernels and initramfs; return {variant: {...}}."""
     out = {}
     rfs = rootfs.build(tgt_name, jobs=jobs)
     rfs_art = {"url": "file://" + rfs, "sha256": sha256_file(rfs), "path": rfs}
     for v in variants:
-        img = kernel.build(tgt_name, v, jobs=jobs)
+        if v == CANDIDATE and candidate_images:
+            if tgt_name not in candidate_images:
+                raise KgateError(f"no --image for {tgt_name} (given for: "
+                                 f"{', '.join(sorted(candidate_images))})")
+            img = candidate_image(tgt_name)
+        else:
+            img = kernel.build(tgt_name, v, jobs=jobs)
         out[v] = {"kernel": {"url": "file://" + img, "sha256": sha256_file(img), "path": img},
                   "rootfs": rfs_art}
     return out
