@@ -586,3 +586,64 @@ def test_candidate_judged_like_fixed():
     assert results.run_verdict(jobs) == (results.PASS, 0, "candidate kernel passed on 1/1 targets; "
                                          "known-bad control caught on 1/1 targets")
     assert render.has_bench("candidate")
+
+
+def test_html_report_in_headless_chromium(tmp_path):
+    """The page renders in a real browser and its matrix holds the right
+    cells (read back from the DOM chromium built)."""
+    import shutil
+    import html.parser
+    from kgate import reports
+    chromium = shutil.which("chromium")
+    if not chromium:
+        pytest.skip("chromium not installed (make deps installs it)")
+    jobs = [
+        {"target": "x86_64", "variant": "fixed", "verdict": results.REGRESSION,
+         "reason": "failed: ipv4_data_fin", "seconds": 20.0, "log": "x86_64-fixed/lava.log",
+         "cases": cases(ipv4_data_fin="fail", ipv6_data_data="skip")},
+        {"target": "x86_64", "variant": "known-bad", "verdict": results.CAUGHT, "reason": "",
+         "seconds": 30.0, "log": "x86_64-known-bad/lava.log", "cases": cases(**ALL_BAD)},
+    ]
+    doc = {"run": "r<1>", "verdict": results.REGRESSION, "exit_code": 1, "summary": "s",
+           "started": "t0", "finished": "t1", "jobs": jobs}
+    page = tmp_path / "report.html"
+    page.write_text(reports.html(doc, figures.svg(jobs), None))
+    shot = tmp_path / "shot.png"
+    base = [chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
+            f"--user-data-dir={tmp_path / 'profile'}"]
+    dom = subprocess.run(base + ["--dump-dom", page.as_uri()], capture_output=True, text=True,
+                         timeout=120).stdout
+    subprocess.run(base + ["--window-size=1200,900", f"--screenshot={shot}", page.as_uri()],
+                   capture_output=True, timeout=120)
+    assert shot.stat().st_size > 10000
+
+    class Cells(html.parser.HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.cells, self.case, self.cur, self.gate = {}, None, None, None
+
+        def handle_starttag(self, tag, attrs):
+            a = dict(attrs)
+            if tag == "tr" and "data-case" in a:
+                self.case = a["data-case"]
+            if tag == "td" and "data-job" in a:
+                self.cur = (self.case, a["data-job"], a.get("class"))
+            if tag == "span" and a.get("id") == "gate":
+                self.cur = ("gate",)
+
+        def handle_data(self, data):
+            if self.cur == ("gate",):
+                self.gate = data
+            elif self.cur:
+                self.cells[self.cur[:2]] = (self.cur[2], data)
+            self.cur = None
+
+    p = Cells()
+    p.feed(dom)
+    assert p.gate == "REGRESSION"
+    assert p.cells[("ipv4_data_fin", "x86_64/fixed")] == ("fail", "FAIL")
+    assert p.cells[("ipv4_data_fin", "x86_64/known-bad")] == ("xfail", "fail (expected)")
+    assert p.cells[("ipv6_data_data", "x86_64/fixed")] == ("skip", "skip")
+    assert p.cells[("ipv4_data_data", "x86_64/known-bad")] == ("pass", "pass")
+    assert len(p.cells) == 2 * (len(results.GUEST_CASES) + 3)
+    assert "<h1>kgate run r&lt;1&gt;</h1>" in dom      # text is escaped

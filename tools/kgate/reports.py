@@ -70,3 +70,79 @@ def junit(doc):
         top.set(k, str(v))
     ET.indent(top)
     return ET.tostring(top, encoding="unicode", xml_declaration=True) + "\n"
+
+
+_CSS = """
+body { font-family: sans-serif; margin: 1.5em; color: #222; }
+h1 { font-size: 1.4em; } h2 { font-size: 1.1em; margin-top: 1.5em; }
+.verdict { font-weight: bold; padding: 0.2em 0.5em; border-radius: 3px; }
+table { border-collapse: collapse; font-size: 0.85em; }
+th, td { border: 1px solid #ccc; padding: 2px 6px; text-align: left; }
+th.job { writing-mode: vertical-rl; transform: rotate(180deg); white-space: nowrap; }
+td.pass { background: #d4edda; } td.fail { background: #f8d7da; font-weight: bold; }
+td.skip { background: #fff3cd; } td.xfail { background: #e2e3f3; } td.none { color: #999; }
+.v-pass, .v-caught { background: #d4edda; } .v-regression, .v-missed { background: #f8d7da; }
+.v-infrastructure { background: #f5c6cb; } .v-inconclusive { background: #fff3cd; }
+pre { background: #f6f6f6; padding: 0.5em; overflow-x: auto; }
+"""
+
+
+def _cell(job, case_name, result):
+    """(css class, text) of one matrix cell."""
+    if result is None:
+        return "none", "-"
+    if job["variant"] == "known-bad" and case_name in results.KNOWN_BAD_MUST_FAIL:
+        return ("xfail", "fail (expected)") if result == "fail" else ("fail", f"{result}: BLIND")
+    return {"pass": ("pass", "pass"), "fail": ("fail", "FAIL"), "skip": ("skip", "skip")}.get(
+        result, ("none", result))
+
+
+def html(doc, plot_svg=None, figures_text=None):
+    """A self-contained HTML page of a run: the verdict, one row per job,
+    the matrix of every case against every job (colour and text), the
+    figures and their plot, links to the job logs."""
+    from html import escape as e
+    jobs = doc["jobs"]
+    names = [f"{j['target']}/{j['variant']}" for j in jobs]
+    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+           f"<title>kgate run {e(str(doc.get('run', '')))}</title>", f"<style>{_CSS}</style>",
+           "</head><body>",
+           f"<h1>kgate run {e(str(doc.get('run', '')))}</h1>",
+           f'<p>Gate: <span class="verdict v-{e(doc["verdict"])}" id="gate">{e(doc["verdict"].upper())}'
+           f"</span> {e(doc.get('summary', ''))} (exit {doc.get('exit_code')}); "
+           f"{e(str(doc.get('started', '')))} to {e(str(doc.get('finished', '')))}</p>",
+           "<h2>Jobs</h2>", '<table id="jobs"><tr><th>target</th><th>variant</th><th>verdict</th>'
+           "<th>reason</th><th>seconds</th><th>log</th></tr>"]
+    for j in jobs:
+        log = j.get("log")
+        link = f'<a href="{e(log)}">lava.log</a>' if log else "-"
+        out.append(f"<tr><td>{e(j['target'])}</td><td>{e(j['variant'])}</td>"
+                   f'<td class="verdict v-{e(j["verdict"])}">{e(j["verdict"])}</td>'
+                   f"<td>{e(str(j.get('reason', '')))}</td><td>{e(str(j.get('seconds', '')))}</td>"
+                   f"<td>{link}</td></tr>")
+    out.append("</table>")
+    # The matrix: every verdict case of any job, in first-seen order.
+    order = []
+    for j in jobs:
+        for c in j.get("cases", []):
+            if c.get("measurement") is None and c["case"] not in order:
+                order.append(c["case"])
+    out.append("<h2>Matrix</h2>")
+    out.append('<table id="matrix"><tr><th>case</th>' +
+               "".join(f'<th class="job">{e(n)}</th>' for n in names) + "</tr>")
+    by_job = [{c["case"]: c["result"] for c in j.get("cases", []) if c.get("measurement") is None}
+              for j in jobs]
+    for case in order:
+        row = [f"<td>{e(case)}</td>"]
+        for j, res in zip(jobs, by_job):
+            cls, text = _cell(j, case, res.get(case))
+            row.append(f'<td class="{cls}" data-job="{e(j["target"])}/{e(j["variant"])}">{e(text)}</td>')
+        out.append(f'<tr data-case="{e(case)}">' + "".join(row) + "</tr>")
+    out.append("</table>")
+    if figures_text:
+        out.append("<h2>Throughput and backlog drain</h2>")
+        if plot_svg:
+            out.append(plot_svg)
+        out.append(f'<pre id="figures">{e(figures_text)}</pre>')
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"

@@ -126,15 +126,17 @@ def point_latest(run_dir):
 
 def write_reports(run_dir, doc):
     """Everything a run folder holds besides results.json: matrix.txt,
-    junit.xml and, when a job measured anything, bench.txt and
-    bench.svg."""
+    junit.xml, report.html and, when a job measured anything, bench.txt
+    and bench.svg."""
     jobs = doc["jobs"]
     atomic_write(os.path.join(run_dir, "matrix.txt"), results.matrix(jobs) + "\n")
     atomic_write(os.path.join(run_dir, "junit.xml"), reports.junit(doc))
     text = figures.table(jobs)
+    plot = figures.svg(jobs) if text else None
     if text:
         atomic_write(os.path.join(run_dir, "bench.txt"), text + "\n")
-        atomic_write(os.path.join(run_dir, "bench.svg"), figures.svg(jobs))
+        atomic_write(os.path.join(run_dir, "bench.svg"), plot)
+    atomic_write(os.path.join(run_dir, "report.html"), reports.html(doc, plot, text))
 
 
 def run(target_names, variants=VARIANTS, parallel=1, jobs=None, job_timeout=900):
