@@ -15,7 +15,9 @@ from .common import (BUILD, CANDIDATE, TOP, VARIANTS, KgateError, atomic_copy, a
 
 RUNS = os.path.join(BUILD, "runs")
 DISPATCHER = os.path.join(TOP, "templates", "dispatcher.yaml")
-_job_ids = iter(range(1, 1 << 30))
+# lava-run keeps a job's files in /var/lib/lava/dispatcher/tmp/<job id>,
+# shared by every kgate checkout on the machine: ids start from the pid.
+_job_ids = iter(range(os.getpid() * 1000 + 1, 1 << 62))
 _job_id_lock = threading.Lock()
 
 
