@@ -19,7 +19,7 @@ RUN ?=
 BIND ?= 127.0.0.1
 PORT ?= 8011
 
-.PHONY: help deps list source kernel rootfs jobs run matrix compare baseline serve submit collect lab-up lab-down check checkpatch clean distclean
+.PHONY: help deps list source kernel rootfs jobs run matrix compare baseline soak serve submit collect lab-up lab-down check checkpatch clean distclean
 
 help:
 	@echo "make deps        install every Debian package used (root; idempotent)"
@@ -28,6 +28,7 @@ help:
 	@echo "make matrix      print the matrix of the latest run"
 	@echo "make baseline    save the latest run as the baseline (RUN= another run folder)"
 	@echo "make compare     compare the latest run (NEW=) with the baseline (BASE=); exit 1 if worse"
+	@echo "make soak        run the matrix N=3 times, list any result that changed (exit 1 if one did)"
 	@echo "make serve       serve the artifacts over http for a LAVA lab (BIND=, PORT=)"
 	@echo "make submit      submit the jobs to a LAVA lab and collect the results"
 	@echo "                 (LAB=lavacli identity, BASE_URL=artifact URL, DEVICE_TYPE=, ARCH=)"
@@ -71,6 +72,9 @@ baseline:
 
 compare:
 	@$(KGATE) compare $(BASE) $(NEW)
+
+soak:
+	$(KGATE) soak --parallel $(PARALLEL) $(or $(N),3) $(ARCH)
 
 serve:
 	$(KGATE) serve --bind $(BIND) --port $(PORT) $(ARCH)

@@ -647,3 +647,17 @@ def test_html_report_in_headless_chromium(tmp_path):
     assert p.cells[("ipv4_data_data", "x86_64/known-bad")] == ("pass", "pass")
     assert len(p.cells) == 2 * (len(results.GUEST_CASES) + 3)
     assert "<h1>kgate run r&lt;1&gt;</h1>" in dom      # text is escaped
+
+
+def test_soak_reports_what_changed():
+    from kgate import soak
+    a = {"jobs": [_job("x86_64", "fixed", results.PASS, cases())]}
+    b = {"jobs": [_job("x86_64", "fixed", results.INCONCLUSIVE, cases(ipv4_data_data="skip"))]}
+    lines, counts = soak.flips([a, a, a])
+    assert lines == [] and counts["changed"] == 0 and counts["runs"] == 3
+    lines, counts = soak.flips([a, b, a])
+    assert lines == ["x86_64/fixed ipv4_data_data: pass skip pass",
+                     "x86_64/fixed verdict: pass inconclusive pass"]
+    assert counts["changed"] == 2
+    with pytest.raises(common.KgateError):
+        soak.soak(1, ["x86_64"], ["fixed"])

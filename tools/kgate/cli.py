@@ -2,7 +2,7 @@
 import argparse
 import os
 
-from . import bench, compare, figures, kernel, lab, render, results, rootfs
+from . import bench, compare, figures, kernel, lab, render, results, rootfs, soak
 from . import run as runner
 from .common import (ALL_VARIANTS, CANDIDATE, TOP, VARIANTS, KgateError, load_targets, log,
                      target)
@@ -210,6 +210,13 @@ def cmd_baseline(args):
     return 0
 
 
+def cmd_soak(args):
+    names, variants = candidate_setup(args)
+    text, code = soak.soak(args.times, names, variants, parallel=args.parallel, jobs=args.jobs)
+    print(text)
+    return code
+
+
 def cmd_bench(args):
     print(bench.bench(args.target or None, cold=args.cold, parallel=args.parallel))
     return 0
@@ -301,6 +308,18 @@ def parser():
     s = sub.add_parser("baseline", help="save a run's results as the baseline for 'compare'")
     s.add_argument("run", nargs="?", help="run folder or results.json (default: the latest run)")
     s.set_defaults(func=cmd_baseline)
+    s = sub.add_parser("soak", help="run the matrix N times; report what changed between runs",
+                       description="Each run is a normal run (its own folder); the soak's "
+                       "report goes to build/soak/<time>/. Exit status: 0 no verdict and no "
+                       "case result changed, 1 something did (the gate is flaky there).")
+    s.add_argument("times", type=int, help="number of runs (at least 2)")
+    s.add_argument("target", nargs="*", help="targets (default: all)")
+    s.add_argument("--variant", action="append", choices=ALL_VARIANTS,
+                   help="variant (repeatable; default: fixed and known-bad)")
+    s.add_argument("-p", "--parallel", type=int, default=2, help="jobs at once (default: 2)")
+    s.add_argument("-j", "--jobs", type=int, help="parallel make jobs (default: cores + 1)")
+    add_candidate_args(s)
+    s.set_defaults(func=cmd_soak)
     s = sub.add_parser("bench", help="print build and boot figures per target",
                        description="Without --cold: the figures the last builds and the latest "
                        "run recorded. With --cold: remove all build outputs and the ccache, "
