@@ -63,7 +63,8 @@ def job_values(tgt, variant, kernel, rootfs, **overrides):
         "variant": variant,
         "kernel": kernel,
         "rootfs": rootfs,
-        "kernel_cmdline": kernel_cmdline(tgt),
+        # Overridable for the tests of bad days (a guest that panics).
+        "kernel_cmdline": overrides.get("kernel_cmdline") or kernel_cmdline(tgt),
         "prompt": PROMPT,
         "qemu_extra": qemu_extra(tgt),
     })
