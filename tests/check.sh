@@ -6,7 +6,8 @@
 #  3. backlog test on this machine's    5. tooling unit tests (pytest)
 #     kernel, in its own netns          6. end to end, both variants, on
 #                                          x86_64 and on big-endian mips
-#  7. the x86_64 jobs on a real LAVA server and worker (tools/lab-local.sh),
+#  7. bad days on x86_64 guests: panic, corrupt artifact, hang, Ctrl-C
+#  8. the x86_64 jobs on a real LAVA server and worker (tools/lab-local.sh),
 #     submitted and collected with lavacli: same verdicts as step 6
 set -u
 cd "$(dirname "$0")/.."
@@ -99,6 +100,7 @@ print("\n".join(diff) or "lab verdicts = local verdicts")
 sys.exit(1 if diff else 0)' "$local_run/results.json" build/runs/latest/results.json
 }
 
+step bad-days env KGATE_E2E=1 $PY -m pytest -q tests/test_bad_days.py
 step lab-end-to-end lab_end_to_end
 
 [ "$fail" = 0 ] || echo "check: failed:$failed"
