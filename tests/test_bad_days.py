@@ -55,6 +55,13 @@ def test_a_corrupt_artifact_is_refused(tmp_path):
     assert secs < 60
 
 
+def test_a_missing_artifact_is_refused(tmp_path):
+    verdict, reason, parsed, secs = one_job(
+        tmp_path, kernel_art={"url": "file:///nonexistent/kgate/image"})
+    assert verdict == results.INFRA and parsed["health"] == "incomplete"
+    assert parsed["errors"] and secs < 60
+
+
 def test_a_guest_that_hangs_is_bounded_by_the_boot_timeout(tmp_path):
     # /bin/cat as init: the guest lives, prints no prompt, never answers.
     timeouts = dict(render.DEFAULTS["timeouts"], boot=1)
