@@ -41,7 +41,7 @@ def one_job(tmp_path, variant="fixed", **overrides):
 
 def test_a_guest_that_panics_is_infrastructure_within_seconds(tmp_path):
     verdict, reason, parsed, secs = one_job(
-        tmp_path, kernel_cmdline="console=ttyS0 rdinit=/no/such/init")
+        tmp_path, kernel_cmdline="console=ttyS0 rdinit=/no/such/init init=/no/such/init")
     assert verdict == results.INFRA, reason
     assert parsed["health"] == "incomplete" and not parsed["cases"]
     assert secs < 60, f"a panic took {secs:.0f}s to end the job"
