@@ -182,23 +182,22 @@ def pristine():
 
 
 def prepare_tree(variant):
-    """Return a source tree with the variant's patches applied."""
+    """Return a source tree with the variant's patches applied (the
+    user's own tree itself for --source: it is only read)."""
+    if variant == CANDIDATE and _candidate["source"]:
+        return _candidate["source"]
     key = tree_key(variant)
     dst = os.path.join(BUILD, "src", variant)
     stamp = os.path.join(dst, ".kgate-tree")
     if read_text(stamp) == key:
         return dst
-    from_dir = _candidate["source"] if variant == CANDIDATE and _candidate["source"] else pristine()
+    from_dir = pristine()
     tmp = dst + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.rmtree(dst, ignore_errors=True)
     # Hard links cost no space; GNU patch writes a new file for each file
     # it changes, so the pristine tree is never modified.
-    r = subprocess.run(["cp", "-al", from_dir, tmp], capture_output=True, text=True)
-    if r.returncode:
-        # Another file system than build/: a real copy.
-        shutil.rmtree(tmp, ignore_errors=True)
-        subprocess.run(["cp", "-a", from_dir, tmp], check=True)
+    subprocess.run(["cp", "-al", from_dir, tmp], check=True)
     for p in variant_patches(variant):
         log(f"[kernel] {variant}: applying {os.path.relpath(p, TOP)}")
         r = subprocess.run(["patch", "-p1", "--forward", "--no-backup-if-mismatch", "-s", "-i", p],
@@ -276,8 +275,12 @@ def build(tgt_name, variant, jobs=None, force=False):
 
     start = time.monotonic()
     src = prepare_tree(variant)
-    objname = f"o-{tgt_name}"
-    obj = os.path.join(src, objname)
+    if variant == CANDIDATE and _candidate["source"]:
+        # Nothing is written into the user's tree: objects go to build/.
+        obj = objname = os.path.join(BUILD, "obj", "candidate", f"o-{tgt_name}")
+    else:
+        objname = f"o-{tgt_name}"
+        obj = os.path.join(src, objname)
     os.makedirs(obj, exist_ok=True)
     jobs = jobs or (os.cpu_count() or 1) + 1
     label = f"kernel {tgt_name}/{variant}"
