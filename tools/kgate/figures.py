@@ -14,8 +14,8 @@ from .results import figures
 
 def _drain_size(fig):
     """The largest drain size that held segments, or None."""
-    sizes = sorted({int(m.group(1)) for k in fig for m in [re.match(r"drain_(\d+)_ratio$", k)] if m},
-                   reverse=True)
+    sizes = sorted({int(m.group(1)) for k in fig for m in [re.match(r"drain_(\d+)_segments$", k)]
+                    if m}, reverse=True)
     for n in sizes:
         if fig.get(f"drain_{n}_segments", (0,))[0] > 0:
             return n
