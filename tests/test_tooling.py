@@ -661,3 +661,15 @@ def test_soak_reports_what_changed():
     assert counts["changed"] == 2
     with pytest.raises(common.KgateError):
         soak.soak(1, ["x86_64"], ["fixed"])
+
+
+def test_collect_finds_the_newest_submitted_run(tmp_path):
+    from kgate import lab
+    with pytest.raises(common.KgateError):
+        lab.newest_submitted(str(tmp_path))
+    for name, submitted in (("20261201T000000Z", True), ("20261202T000000Z", True),
+                            ("20261203T000000Z", False)):
+        (tmp_path / name).mkdir()
+        if submitted:
+            (tmp_path / name / lab.SUBMITTED).write_text("{}")
+    assert lab.newest_submitted(str(tmp_path)) == str(tmp_path / "20261202T000000Z")

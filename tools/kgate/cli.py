@@ -157,7 +157,7 @@ def cmd_submit(args):
 
 
 def cmd_collect(args):
-    run_dir = args.run or os.path.join(runner.RUNS, "latest")
+    run_dir = args.run or lab.newest_submitted(runner.RUNS)
     code = print_gate(lab.collect(os.path.realpath(run_dir), args.identity, timeout=args.timeout))
     print(f"Results: {os.path.relpath(os.path.join(run_dir, 'results.json'), TOP)}")
     return code
@@ -289,7 +289,7 @@ def parser():
                        "case (lavacli results): a Complete job whose cases failed is a "
                        "regression; an Incomplete or Canceled one is infrastructure. Writes "
                        "results.json, matrix.txt and the job logs into the run folder.")
-    s.add_argument("run", nargs="?", help="the run folder (default: build/runs/latest)")
+    s.add_argument("run", nargs="?", help="the run folder (default: the newest submitted one)")
     s.add_argument("-i", "--identity", help="lavacli identity (default: the one used to submit)")
     s.add_argument("--timeout", type=int, default=1800, help="seconds to wait for each job")
     s.set_defaults(func=cmd_collect)

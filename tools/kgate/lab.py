@@ -137,6 +137,16 @@ def submit(identity, tgt_names, variants, base_url, jobs=None, **overrides):
     return run_dir
 
 
+def newest_submitted(runs_dir):
+    """The newest run folder that holds a submitted.json."""
+    names = sorted((n for n in os.listdir(runs_dir) if n != "latest" and
+                    os.path.isfile(os.path.join(runs_dir, n, SUBMITTED))), reverse=True) \
+        if os.path.isdir(runs_dir) else []
+    if not names:
+        raise KgateError(f"no submitted run under {runs_dir}: 'kgate.py submit' first")
+    return os.path.join(runs_dir, names[0])
+
+
 def parse_results(text):
     """lavacli results ID --yaml -> (cases, errors) in lavalog's shape."""
     try:
