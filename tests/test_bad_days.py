@@ -39,6 +39,15 @@ def one_job(tmp_path, variant="fixed", **overrides):
     return verdict, reason, parsed, secs
 
 
+def leftovers(kgate_pid):
+    """lava-run or QEMU processes of a kgate process's jobs (job ids are
+    its pid and three digits; QEMU runs from the job's tmp folder)."""
+    time.sleep(1)
+    pat = f"(lava-run --job-id |/dispatcher/tmp/){kgate_pid}[0-9]{{3}}"
+    r = subprocess.run(["pgrep", "-af", pat], capture_output=True, text=True)
+    return r.stdout.strip()
+
+
 def test_a_guest_that_panics_is_infrastructure_within_seconds(tmp_path):
     verdict, reason, parsed, secs = one_job(
         tmp_path, kernel_cmdline="console=ttyS0 rdinit=/no/such/init init=/no/such/init")
@@ -81,9 +90,12 @@ def test_a_second_run_waits_for_nobody(capsys):
 def test_an_interrupted_run_leaves_nothing_that_looks_complete():
     before = os.path.realpath(os.path.join(runner.RUNS, "latest"))
     existing = set(os.listdir(runner.RUNS))
+    # A shell's background job inherits SIGINT ignored; a terminal's
+    # Ctrl-C reaches a process that has it at its default.
     p = subprocess.Popen([PY, KGATE, "run", "--variant", "fixed", "x86_64"],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         start_new_session=True)
+                         start_new_session=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     lines = []
     for line in p.stdout:
         lines.append(line)
@@ -99,7 +111,23 @@ def test_an_interrupted_run_leaves_nothing_that_looks_complete():
     assert not os.path.exists(os.path.join(run_dir, "results.json"))
     assert not os.path.exists(os.path.join(run_dir, "report.html"))
     assert os.path.realpath(os.path.join(runner.RUNS, "latest")) == before
-    # No guest left behind.
-    left = subprocess.run(["pgrep", "-f", f"lava-run --job-id {p.pid}"], capture_output=True)
-    assert left.returncode != 0, left.stdout
+    assert not leftovers(p.pid)
 
+
+
+def test_a_terminated_run_stops_its_guests_and_writes_nothing():
+    """SIGTERM to kgate alone (a CI runner's timeout): its lava-run and
+    QEMU stop too, and no results are written."""
+    existing = set(os.listdir(runner.RUNS))
+    p = subprocess.Popen([PY, KGATE, "run", "--variant", "fixed", "x86_64"],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    for line in p.stdout:
+        if "[run] start" in line:
+            break
+    time.sleep(3)
+    p.terminate()
+    p.communicate(timeout=120)
+    assert p.returncode == 130
+    run_dir = os.path.join(runner.RUNS, (set(os.listdir(runner.RUNS)) - existing).pop())
+    assert not os.path.exists(os.path.join(run_dir, "results.json"))
+    assert not leftovers(p.pid)

@@ -5,6 +5,7 @@ import datetime
 import fcntl
 import os
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -85,6 +86,28 @@ def artifacts(tgt_name, variants, jobs=None):
     return out
 
 
+# The lava-run processes of this run, to stop them when it is interrupted.
+_procs = set()
+_procs_lock = threading.Lock()
+
+
+def stop_jobs():
+    """Ask every running lava-run to stop (it ends its QEMU), then wait."""
+    with _procs_lock:
+        procs = list(_procs)
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+def _on_sigterm(signum, frame):
+    raise KeyboardInterrupt
+
+
 def run_job(job_path, device_path, outdir, timeout):
     """Run one job with lava-run; return (parsed results, seconds)."""
     with _job_id_lock:
@@ -96,10 +119,18 @@ def run_job(job_path, device_path, outdir, timeout):
            "--dispatcher", DISPATCHER, job_path]
     start = time.monotonic()
     with open(logpath, "w", encoding="utf-8") as logf:
+        p = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT)
+        with _procs_lock:
+            _procs.add(p)
         try:
-            subprocess.run(cmd, stdout=logf, stderr=subprocess.STDOUT, timeout=timeout, check=False)
+            p.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
             logf.write('{"lvl": "error", "msg": "kgate: lava-run exceeded its %ds limit"}\n' % timeout)
+        finally:
+            with _procs_lock:
+                _procs.discard(p)
     secs = time.monotonic() - start
     shutil.rmtree(tmp, ignore_errors=True)
     with open(logpath, encoding="utf-8", errors="replace") as f:
@@ -179,9 +210,21 @@ def run(target_names, variants=VARIANTS, parallel=1, jobs=None, job_timeout=900)
                 "log": os.path.join(f"{name}-{v}", "lava.log"),
             }
 
-        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
-            for job in pool.map(one, todo):
-                done.append(job)
+        # Interrupted (Ctrl-C, or SIGTERM from a CI runner): stop the
+        # guests and write nothing, so no half run looks complete.
+        old_term = signal.signal(signal.SIGTERM, _on_sigterm)
+        try:
+            with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+                try:
+                    for job in pool.map(one, todo):
+                        done.append(job)
+                except KeyboardInterrupt:
+                    pool.shutdown(wait=False, cancel_futures=True)
+                    stop_jobs()
+                    log(f"[run] interrupted: no results written in {os.path.relpath(run_dir, TOP)}")
+                    raise
+        finally:
+            signal.signal(signal.SIGTERM, old_term)
         finished = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         doc = results.write_json(os.path.join(run_dir, "results.json"), os.path.basename(run_dir),
                                  started, finished, done)
