@@ -177,6 +177,17 @@ def add_candidate_args(s):
                    "without named targets, the targets given images")
 
 
+def add_run_args(s):
+    """What 'run' and 'soak' take: targets, variants, parallelism, the
+    candidate kernel."""
+    s.add_argument("target", nargs="*", help="targets (default: all; see 'list')")
+    s.add_argument("--variant", action="append", choices=ALL_VARIANTS,
+                   help="variant to run (repeatable; default: fixed and known-bad)")
+    s.add_argument("-p", "--parallel", type=int, default=2, help="jobs at once (default: 2)")
+    s.add_argument("-j", "--jobs", type=int, help="parallel make jobs (default: cores + 1)")
+    add_candidate_args(s)
+
+
 def add_lab_args(s, base_url_required=True):
     s.add_argument("target", nargs="*", help="targets (default: all; see 'list')")
     s.add_argument("--variant", action="append", choices=ALL_VARIANTS,
@@ -250,12 +261,7 @@ def parser():
     s = sub.add_parser("run", help="build what is missing and run the jobs locally with lava-run",
                        description="Exit status: 0 gate passed, 1 regression (or the known-bad "
                        "control was missed), 3 infrastructure failure, 4 inconclusive, 2 usage.")
-    s.add_argument("target", nargs="*", help="targets (default: all; see 'list')")
-    s.add_argument("--variant", action="append", choices=ALL_VARIANTS,
-                   help="variant to run (repeatable; default: fixed and known-bad)")
-    s.add_argument("-p", "--parallel", type=int, default=2, help="jobs at once (default: 2)")
-    s.add_argument("-j", "--jobs", type=int, help="parallel make jobs (default: cores + 1)")
-    add_candidate_args(s)
+    add_run_args(s)
     s.set_defaults(func=cmd_run)
     s = sub.add_parser("matrix", help="print the matrix of a run (default: the latest)")
     s.add_argument("results", nargs="?", help="a results.json")
@@ -313,12 +319,7 @@ def parser():
                        "report goes to build/soak/<time>/. Exit status: 0 no verdict and no "
                        "case result changed, 1 something did (the gate is flaky there).")
     s.add_argument("times", type=int, help="number of runs (at least 2)")
-    s.add_argument("target", nargs="*", help="targets (default: all)")
-    s.add_argument("--variant", action="append", choices=ALL_VARIANTS,
-                   help="variant (repeatable; default: fixed and known-bad)")
-    s.add_argument("-p", "--parallel", type=int, default=2, help="jobs at once (default: 2)")
-    s.add_argument("-j", "--jobs", type=int, help="parallel make jobs (default: cores + 1)")
-    add_candidate_args(s)
+    add_run_args(s)
     s.set_defaults(func=cmd_soak)
     s = sub.add_parser("bench", help="print build and boot figures per target",
                        description="Without --cold: the figures the last builds and the latest "

@@ -4,7 +4,7 @@ import os
 import jinja2
 import yaml
 
-from .common import ALL_VARIANTS, BUILD, TOP, KgateError, atomic_write, check_variant, target
+from .common import ALL_VARIANTS, TOP, KgateError, atomic_write, check_variant, target
 
 TEMPLATES = os.path.join(TOP, "templates")
 JOBS = os.environ.get("KGATE_JOBS", os.path.join(TOP, "jobs"))
