@@ -43,7 +43,7 @@ wait_http() {
 	i=0
 	until curl -sf -o /dev/null "$1"; do
 		i=$((i + 1))
-		[ $i -lt 120 ] || die "$2 did not answer at $1 (see $lab/logs/)"
+		[ $i -lt 120 ] || die "$2 did not answer at $1 (see $lab/logs/ and /var/log/lava-server/kgate/)"
 		sleep 0.5
 	done
 }
@@ -54,7 +54,12 @@ up() {
 	command -v lava-server > /dev/null || die "lava-server is not installed: make deps"
 	command -v lavacli > /dev/null || die "lavacli is not installed: make deps"
 	mkdir -p "$lab/logs" "$lab/config" "$lab/worker"
-	chown lavaserver "$lab/logs" 2>/dev/null || true
+	# gunicorn and the scheduler run as lavaserver, which may not be able
+	# to reach a checkout under a private folder (/root, mktemp -d):
+	# their logs go where it can.
+	slogs=/var/log/lava-server/kgate
+	mkdir -p "$slogs"
+	chown lavaserver "$slogs"
 
 	# PostgreSQL: the Debian cluster, started if it is down.
 	if ! pg_lsclusters -h | awk '$4 == "online" { found = 1 } END { exit !found }'; then
@@ -74,11 +79,11 @@ up() {
 	fi
 
 	start gunicorn /usr/bin/gunicorn3 lava_server.wsgi --log-level info \
-		--log-file "$lab/logs/gunicorn.log" -u lavaserver -g lavaserver \
+		--log-file "$slogs/gunicorn.log" -u lavaserver -g lavaserver \
 		--worker-class eventlet --workers 2 --bind "127.0.0.1:$LAVA_PORT"
 	wait_http "http://127.0.0.1:$LAVA_PORT/api/v0.2/system/version/" "lava-server"
 	start scheduler lava-server manage lava-scheduler --level INFO \
-		--log-file "$lab/logs/scheduler.log"
+		--log-file "$slogs/scheduler.log"
 
 	# A user and a token for lavacli; the token lives only in lavacli's
 	# own configuration under build/lab/config.
