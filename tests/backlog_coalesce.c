@@ -1,134 +1,119 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * backlog_coalesce: deterministic test of every rule of TCP backlog
- * coalescing (tcp_add_backlog()), for IPv4 and IPv6. It grew from the
- * Linux 5.0 regression where a FIN merged into an earlier segment was
- * lost; the fix also keeps RST, SYN, URG and ACK-less segments apart.
+ * Every rule of TCP backlog coalescing (tcp_add_backlog()), for IPv4 and
+ * IPv6, on connections whose remote end the test plays itself through
+ * a tun device in a network namespace of its own (see peer.h).
  *
- * The program creates its own network namespace and a tun device, and
- * plays the remote TCP peer itself: it writes crafted segments into tun
- * and reads the kernel's replies from it. To put segments into the
- * socket backlog, a receiver thread calls recv() into a page registered
- * with userfaultfd: the kernel faults while copying with the socket
- * owned, so the thread sleeps holding the socket lock. The userfaultfd
- * event tells the exact moment; the segments are injected then (they go
- * through tcp_add_backlog()), the fault is resolved, and release_sock()
- * processes the backlog.
+ * Segments are put into the socket backlog deterministically: a
+ * receiver thread calls recv() for one byte into a page registered with
+ * userfaultfd, the kernel faults while copying with the socket owned,
+ * and the thread sleeps holding the socket lock. The userfaultfd event
+ * tells the moment; the segments written then go through
+ * tcp_add_backlog(), the fault is resolved, and release_sock()
+ * processes the backlog. The one-byte read matters: the backlog is then
+ * processed by release_sock(), where a merged data skb takes the header
+ * prediction fast path, which is where a FIN known only to the control
+ * block was lost in Linux 5.0.
  *
- * Every case checks what the kernel decided (merged or not, from
- * TCPBacklogCoalesce of the test's own namespace, read while the socket
- * is held) and what the application sees. Each runs in three modes:
- *   <fam>_<case>      held socket, net.ipv4.tcp_backlog_coalesce=1
- *   <fam>_off_<case>  held socket, the sysctl at 0: nothing may merge
- *   <fam>_ctl_<case>  control: no hold, no backlog at all
- * A case whose precondition did not happen (no merge where one was
- * required, a socket that was never held) is a SKIP with the reason:
- * inconclusive, never a pass.
+ * Each case injects two segments A and B (the flood: 1000) and checks
+ * what the kernel decided (TCPBacklogCoalesce, read while the socket is
+ * held) and what the application sees. Variants:
+ *   ipv4, ipv6          held socket, merging on
+ *   ipv4_off, ipv6_off  held socket, net.ipv4.tcp_backlog_coalesce=0:
+ *                       nothing may merge (SKIP without the sysctl)
+ *   ipv4_ctl, ipv6_ctl  control: the same segments, no hold, no backlog
+ * The application must see the same thing in every variant.
  *
- * Output: KTAP (kselftest), or Yocto ptest lines with --ptest. Exit 0
- * when every case passed or was not applicable, 1 when one failed, 4
- * when none failed but one was inconclusive, 2 on bad usage.
+ * Cases (B follows A in sequence unless said otherwise):
+ *   data_data    merge; the merged skb takes the fast path; all bytes
+ *   data_psh     PSH on B only: merge; all bytes
+ *   data_fin     FIN on B: merge; FIN carried into the merged header
+ *                (the merged skb misses the fast path that the same pair
+ *                without FIN took) and flags; EOF, CLOSE_WAIT, FIN acked
+ *   data_rst     RST at B's sequence: no merge; ECONNRESET
+ *   data_synack  SYN|ACK as B: no merge; challenge ACK; later data intact
+ *   data_noack   B without ACK: no merge; B's bytes never delivered
+ *   noack_data   A without ACK: no merge; B delivered once A is resent
+ *   data_urg     URG on B: no merge; urgent byte out of band
+ *   data_ece     ECE on B: no merge; all bytes
+ *   data_cwr     CWR on B: no merge; all bytes
+ *   opts_data    options on A only (header lengths differ): no merge
+ *   data_tsval   same option length, other bytes: no merge
+ *   opts_opts    identical options: merge; all bytes
+ *   data_tos     another DS field on B: no merge; all bytes
+ *   data_gap     a hole before B: no merge; all bytes once it is filled
+ *   data_csum    B with a bad checksum: dropped and counted
+ *                (InCsumErrors), never merged; B's bytes once resent
+ *   end_seq      merge; the kernel acknowledges through B's end; later
+ *                data delivered
+ *   ack_new      the kernel has sent data, B acknowledges it: merge;
+ *                nothing left unacknowledged
+ *   ack_old      A acknowledges the kernel's data, B carries an older
+ *                ACK and another window: merge; A's ACK and window hold
+ *   window       B advertises another window: merge; the kernel's send
+ *                window is B's
+ *   rx_tstamp    B 20 ms after A: merge; the merged data's receive
+ *                timestamp (SO_TIMESTAMPNS) is B's
+ *   flood        1000 segments of 16 bytes: merging on, no backlog drop
+ *                and every byte; off, the backlog limit drops
+ *                (TCPBacklogDrop) and what was acknowledged arrives
+ *
+ * A case that did not see its evidence (the hold, a required merge, the
+ * fast path where the rule depends on it, a whole write, a good counter
+ * read) is skipped with a reason starting "inconclusive:", never passed.
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
-#include <getopt.h>
-#include <linux/if_tun.h>
-#include <net/if.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
+#include <linux/tcp.h>
 #include <poll.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
-#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "harness.h"
+#include "../kselftest_harness.h"
+#include "peer.h"
 #include "pkt.h"
 
-#define TUN_NAME	"kgate0"
-#define LOCAL4		0xc6120001u	/* 198.18.0.1: the kernel under test */
-#define PEER4		0xc6120002u	/* 198.18.0.2: played by this program */
+#define DEV_NAME	"kgate0"
 #define LISTEN_PORT	5001
-#define PEER_WINDOW	65535
+#define PEER_PORT	40000
+#define PEER_WINDOW	64000
+#define OTHER_WINDOW	60000
+#define OLD_WINDOW	50000
 #define PRIME_LEN	8	/* queued before the hold; 1 byte is read */
 #define SEG_A_LEN	300	/* first backlog segment */
 #define SEG_B_LEN	100	/* fits A's spare room: it can be merged */
 #define GAP_LEN		50
 #define LATE_LEN	50	/* sent after the release */
+#define KDATA_LEN	100	/* what the kernel sends in the ACK cases */
+#define TSTAMP_GAP_MS	20
 #define FLOOD_SEGS	1000
 #define FLOOD_LEN	16
-#define STREAM_MAX	(PRIME_LEN + FLOOD_SEGS * FLOOD_LEN + 1024)
+#define STREAM_MAX	(PRIME_LEN + FLOOD_SEGS * FLOOD_LEN + 4096)
 /* What the kernel already processed shows up at once after release. */
 #define SETTLE_MS	2000
 /* How long "nothing more arrives" is watched. */
 #define QUIET_MS	100
 
-/* 2001:2::/48 is the IPv6 benchmarking range (RFC 5180). */
-static const uint8_t local6[16] = { 0x20, 0x01, 0, 0x02, [15] = 1 };
-static const uint8_t peer6[16] = { 0x20, 0x01, 0, 0x02, [15] = 2 };
+/* The deadline of each case; the harness kills it some time later. */
+static int case_ms = 10000;
 
 /* NOP, NOP, timestamp: 12 bytes of options. */
 #define TS_OPT(v) { 1, 1, 8, 10, 0, 0, 0, (v), 0, 0, 0, 0 }
 static const uint8_t ts_opt_a[12] = TS_OPT(100);
 static const uint8_t ts_opt_b[12] = TS_OPT(101);
 
-enum verdict { V_PASS, V_FAIL, V_SKIP, V_NA };
-enum mode { M_HOLD, M_OFF, M_CTL, M_COUNT };
+enum verdict { V_PASS, V_FAIL, V_SKIP };
+enum mode { M_HOLD, M_OFF, M_CTL };
 enum merge { MERGE_REQUIRED, MERGE_FORBIDDEN };
-
-static const char * const mode_prefix[M_COUNT] = { "", "off_", "ctl_" };
-static const char * const mode_name[M_COUNT] = { "hold", "off", "ctl" };
-
-struct fam {
-	const char *name;
-	int v6;
-	int lfd;
-	uint16_t mss;
-	bool ok;
-	char why[96];
-};
-
-struct env {
-	int tun;
-	struct uffd_hold hold;
-	struct fam fam[2];
-	uint16_t next_port;
-	uint16_t ip_id;
-	int timeout_ms;
-	bool has_sysctl;
-};
-
-struct conn {
-	const struct fam *f;
-	int fd;
-	uint16_t pport;		/* the peer's (our) port */
-	uint32_t iss;		/* the peer's initial sequence number */
-	uint32_t rcv_nxt;	/* the kernel's next sequence number */
-	uint32_t last_ack;	/* highest ACK the kernel sent */
-	bool acked_any;
-	uint32_t sent;		/* stream bytes sent: offsets [0, sent) */
-	uint32_t fin_end;	/* sequence after our FIN, 0 if none */
-	uint32_t rd;		/* next stream offset the application reads */
-	struct timespec deadline;
-};
-
-struct receiver {
-	pthread_t thread;
-	int fd;
-	uint8_t *buf;
-	ssize_t ret;
-	int err;
-};
 
 struct result {
 	enum verdict v;
@@ -143,33 +128,60 @@ struct seg {
 	uint8_t optlen;
 	uint16_t gap;		/* stream bytes skipped before this segment */
 	uint16_t urg;		/* urgent pointer */
+	uint16_t window;	/* 0: PEER_WINDOW */
+	bool ack_kdata;		/* acknowledge the data the kernel sent */
+	bool corrupt;		/* payload changed after the checksum */
+	uint16_t delay_ms;	/* wait before sending it */
 };
 
-/* What happened while the socket was held (or, in control, sent). */
+/* Counters around the injection, and what it did. */
 struct held {
-	struct counters before, during, after;
+	struct nstat before, during, after;
 	bool held;
+	struct timespec b_sent;	/* CLOCK_REALTIME before B was written */
+};
+
+FIXTURE(backlog)
+{
+	struct peer_dev dev;
+	struct peer_conn c;
+	struct uffd_hold hold;
+	int lfd;
+	uint32_t sent;		/* stream bytes sent: offsets [0, sent) */
+	uint32_t rd;		/* next stream offset the application reads */
+	uint32_t fin_end;	/* sequence after our FIN, 0 if none */
+	struct timespec deadline;
+	char na[160];		/* why the case cannot run here */
+};
+
+FIXTURE_VARIANT(backlog)
+{
+	bool v6;
 	enum mode mode;
 };
 
-struct testcase;
-typedef enum verdict (*check_fn)(struct env *e, struct conn *c,
-				 const struct testcase *tc,
-				 const struct held *h, struct result *r);
+FIXTURE_VARIANT_ADD(backlog, ipv4) { .v6 = false, .mode = M_HOLD };
+FIXTURE_VARIANT_ADD(backlog, ipv4_off) { .v6 = false, .mode = M_OFF };
+FIXTURE_VARIANT_ADD(backlog, ipv4_ctl) { .v6 = false, .mode = M_CTL };
+FIXTURE_VARIANT_ADD(backlog, ipv6) { .v6 = true, .mode = M_HOLD };
+FIXTURE_VARIANT_ADD(backlog, ipv6_off) { .v6 = true, .mode = M_OFF };
+FIXTURE_VARIANT_ADD(backlog, ipv6_ctl) { .v6 = true, .mode = M_CTL };
 
-struct testcase {
-	const char *name;
-	const char *desc;
+struct bcase;
+typedef enum verdict (*check_fn)(FIXTURE_DATA(backlog) *self,
+				 const FIXTURE_VARIANT(backlog) *variant,
+				 const struct bcase *bc, const struct held *h,
+				 struct result *r);
+
+struct bcase {
 	enum merge merge;
 	struct seg segs[2];
 	int nsegs;		/* 0: the flood */
 	check_fn check;
-	/*
-	 * The merged skb must take the header prediction fast path: that
-	 * is where a FIN known only to the control block gets lost, so
-	 * without it the FIN case could not see the 5.0 bug.
-	 */
-	bool fast_path;
+	bool fast_path;		/* the merged skb must take the fast path */
+	bool fin_evidence;	/* first show that a merged pair takes it */
+	bool kdata;		/* the kernel sends data first */
+	bool tstamp;		/* SO_TIMESTAMPNS on the socket */
 };
 
 static enum verdict set_result(struct result *r, enum verdict v,
@@ -184,321 +196,127 @@ static enum verdict set_result(struct result *r, enum verdict v,
 	return v;
 }
 
-static int capped_ms(const struct conn *c, int cap)
+static int capped_ms(FIXTURE_DATA(backlog) *self, int cap)
 {
-	int left = ms_left(&c->deadline);
+	int left = ms_left(&self->deadline);
 
 	return left < cap ? left : cap;
 }
 
-/* The in6_ifreq of <linux/ipv6.h>, which clashes with glibc's headers. */
-struct kg_in6_ifreq {
-	struct in6_addr addr;
-	uint32_t prefixlen;
-	int ifindex;
-};
-
-static void setup_ipv6(struct env *e)
+FIXTURE_SETUP(backlog)
 {
-	struct fam *f = &e->fam[1];
-	struct kg_in6_ifreq req;
-	int s;
+	char why[160];
 
-	/* No DAD: the address is usable at once. No solicitations. */
-	if (write_file("/proc/sys/net/ipv6/conf/" TUN_NAME "/accept_dad", "0") ||
-	    write_file("/proc/sys/net/ipv6/conf/" TUN_NAME "/router_solicitations", "0")) {
-		snprintf(f->why, sizeof(f->why), "no IPv6 on %s (kernel without IPv6?)", TUN_NAME);
+	deadline_in(&self->deadline, case_ms);
+	self->dev.fd = -1;
+	self->lfd = -1;
+	self->c.fd = -1;
+	self->hold.fd = -1;
+	ASSERT_EQ(0, peer_netns())
+		TH_LOG("unshare(CLONE_NEWNET): %s (needs root)", strerror(errno));
+	if (variant->mode == M_OFF && !has_sysctl()) {
+		snprintf(self->na, sizeof(self->na),
+			 "net.ipv4.tcp_backlog_coalesce absent (a kernel without the kgate patch)");
 		return;
 	}
-	s = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (s < 0) {
-		snprintf(f->why, sizeof(f->why), "AF_INET6 socket: %s", strerror(errno));
-		return;
-	}
-	memset(&req, 0, sizeof(req));
-	memcpy(&req.addr, local6, 16);
-	req.prefixlen = 64;
-	req.ifindex = (int)if_nametoindex(TUN_NAME);
-	if (ioctl(s, SIOCSIFADDR, &req))
-		snprintf(f->why, sizeof(f->why), "IPv6 address on %s: %s", TUN_NAME, strerror(errno));
-	else
-		f->ok = true;
-	close(s);
-}
-
-static int setup_tun(struct env *e)
-{
-	struct sockaddr_in *sin;
-	struct ifreq ifr;
-	int s;
-
-	e->tun = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
-	if (e->tun < 0)
-		return -1;
-	memset(&ifr, 0, sizeof(ifr));
-	ifr.ifr_flags = IFF_TUN | IFF_NO_PI;
-	strncpy(ifr.ifr_name, TUN_NAME, IFNAMSIZ - 1);
-	if (ioctl(e->tun, TUNSETIFF, &ifr))
-		return -1;
-	if (fcntl(e->tun, F_SETFL, O_NONBLOCK))
-		return -1;
-
-	s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (s < 0)
-		return -1;
-	memset(&ifr, 0, sizeof(ifr));
-	strncpy(ifr.ifr_name, TUN_NAME, IFNAMSIZ - 1);
-	sin = (struct sockaddr_in *)&ifr.ifr_addr;
-	sin->sin_family = AF_INET;
-	sin->sin_addr.s_addr = htonl(LOCAL4);
-	if (ioctl(s, SIOCSIFADDR, &ifr))
-		goto err;
-	sin->sin_addr.s_addr = htonl(0xffffff00u);
-	if (ioctl(s, SIOCSIFNETMASK, &ifr))
-		goto err;
-	setup_ipv6(e);
-	if (ioctl(s, SIOCGIFFLAGS, &ifr))
-		goto err;
-	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
-	if (ioctl(s, SIOCSIFFLAGS, &ifr))
-		goto err;
-	close(s);
-	e->fam[0].ok = true;
-	return 0;
-err:
-	close(s);
-	return -1;
-}
-
-static int setup_listener(struct fam *f)
-{
-	struct sockaddr_in6 sin6 = {
-		.sin6_family = AF_INET6,
-		.sin6_port = htons(LISTEN_PORT),
-	};
-	struct sockaddr_in sin = {
-		.sin_family = AF_INET,
-		.sin_port = htons(LISTEN_PORT),
-		.sin_addr.s_addr = htonl(LOCAL4),
-	};
-	struct timespec dl;
-	int one = 1;
-
-	f->lfd = socket(f->v6 ? AF_INET6 : AF_INET,
-			SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (f->lfd < 0)
-		return -1;
-	setsockopt(f->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (f->v6) {
-		memcpy(&sin6.sin6_addr, local6, 16);
-		setsockopt(f->lfd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
-		/*
-		 * Even without DAD the address stays tentative until a
-		 * workqueue runs after the link came up: bind() says
-		 * EADDRNOTAVAIL until then.
-		 */
-		deadline_in(&dl, 3000);
-		while (bind(f->lfd, (struct sockaddr *)&sin6, sizeof(sin6))) {
-			if (errno != EADDRNOTAVAIL || !ms_left(&dl))
-				return -1;
-			usleep(10000);
+	if (variant->mode == M_OFF)
+		ASSERT_EQ(0, set_coalesce(0))
+			TH_LOG("setting tcp_backlog_coalesce: %s", strerror(errno));
+	if (peer_dev_open(&self->dev, DEV_NAME, false, variant->v6, why, sizeof(why))) {
+		/* A kernel without IPv6 cannot run the IPv6 variants. */
+		if (variant->v6 && strstr(why, "no IPv6")) {
+			snprintf(self->na, sizeof(self->na), "%s", why);
+			return;
 		}
-	} else if (bind(f->lfd, (struct sockaddr *)&sin, sizeof(sin))) {
-		return -1;
+		ASSERT_TRUE(false) TH_LOG("%s", why);
 	}
-	return listen(f->lfd, 16);
+	self->lfd = peer_listen(variant->v6, LISTEN_PORT, 0);
+	ASSERT_LE(0, self->lfd) TH_LOG("listening socket: %s", strerror(errno));
+	ASSERT_EQ(0, uffd_open(&self->hold)) TH_LOG("userfaultfd: %s", strerror(errno));
+	/* Only MSS offered: no timestamps, no window scaling, no SACK. */
+	self->c.window = PEER_WINDOW;
+	{
+		const uint16_t mss = variant->v6 ? 1440 : 1460;
+		const uint8_t mss_opt[4] = { 2, 4, mss >> 8, mss & 0xff };
+
+		ASSERT_EQ(0, peer_conn_open(&self->c, &self->dev, self->lfd, variant->v6,
+					    LISTEN_PORT, PEER_PORT, mss_opt, sizeof(mss_opt),
+					    ms_left(&self->deadline), why, sizeof(why)))
+			TH_LOG("%s", why);
+	}
 }
 
-static void fill_addrs(const struct conn *c, struct pkt_tcp *s)
+FIXTURE_TEARDOWN(backlog)
 {
-	s->v6 = c->f->v6;
-	if (s->v6) {
-		memcpy(s->saddr6, peer6, 16);
-		memcpy(s->daddr6, local6, 16);
-	} else {
-		s->saddr = PEER4;
-		s->daddr = LOCAL4;
-	}
-}
-
-/* Write one segment from the peer to the kernel. */
-static int peer_write(struct env *e, struct conn *c, uint32_t seq,
-		      const struct seg *sg, const uint8_t *data)
-{
-	uint8_t buf[2048];
-	struct pkt_tcp s = {
-		.sport = c->pport, .dport = LISTEN_PORT,
-		.seq = seq, .ack = c->rcv_nxt,
-		.flags = sg->flags, .window = PEER_WINDOW,
-		.urg_ptr = sg->urg, .tos = sg->tos,
-		.ip_id = e->ip_id++,
-		.opt = sg->opt, .optlen = sg->optlen,
-		.data = data, .len = sg->len,
-	};
-	size_t n;
-
-	fill_addrs(c, &s);
-	n = pkt_build(buf, sizeof(buf), &s);
-	if (!n || write(e->tun, buf, n) != (ssize_t)n)
-		return -1;
-	return 0;
+	peer_conn_close(&self->c);
+	uffd_close(&self->hold);
+	if (self->lfd >= 0)
+		close(self->lfd);
+	peer_dev_close(&self->dev);
 }
 
 /* Send a segment of the test stream at stream offset off. */
-static int peer_send_at(struct env *e, struct conn *c, uint32_t off,
-			const struct seg *sg)
+static int send_at(FIXTURE_DATA(backlog) *self, uint32_t off, const struct seg *sg)
 {
 	uint8_t data[2048];
-	uint32_t i, seq = c->iss + 1 + off;
+	struct pkt_tcp s = {
+		.seq = self->c.iss + 1 + off, .flags = sg->flags,
+		.window = sg->window ? sg->window : PEER_WINDOW,
+		.urg_ptr = sg->urg, .tos = sg->tos,
+		.opt = sg->opt, .optlen = sg->optlen,
+		.data = data, .len = sg->len,
+		.ack = sg->ack_kdata ? self->c.snd_nxt : 0,
+	};
+	uint32_t i;
 
-	if (sg->len > sizeof(data))
+	if (sg->len > sizeof(data)) {
+		errno = EMSGSIZE;
 		return -1;
+	}
 	for (i = 0; i < sg->len; i++)
 		data[i] = stream_byte(off + i);
-	if (peer_write(e, c, seq, sg, data))
+	if (peer_conn_send(&self->c, &s, sg->corrupt))
 		return -1;
-	if (!(sg->flags & (PKT_SYN | PKT_RST)) && off + sg->len > c->sent)
-		c->sent = off + sg->len;
+	if (!(sg->flags & (PKT_SYN | PKT_RST)) && !sg->corrupt &&
+	    off + sg->len > self->sent)
+		self->sent = off + sg->len;
 	if (sg->flags & PKT_FIN)
-		c->fin_end = seq + sg->len + 1;
+		self->fin_end = s.seq + sg->len + 1;
 	return 0;
 }
 
 /* Send the next segment of the stream (after sg->gap skipped bytes). */
-static int peer_send(struct env *e, struct conn *c, const struct seg *sg)
+static int send_next(FIXTURE_DATA(backlog) *self, const struct seg *sg)
 {
-	return peer_send_at(e, c, c->sent + sg->gap, sg);
+	return send_at(self, self->sent + sg->gap, sg);
 }
 
-/*
- * Read the kernel's next segment for this connection within ms.
- * Returns 1 with *s filled, 0 on timeout, -1 on error.
- */
-static int peer_recv(struct env *e, struct conn *c, struct pkt_tcp *s,
-		     uint8_t *buf, size_t cap, int ms)
+static int inject(FIXTURE_DATA(backlog) *self, const struct bcase *bc,
+		  struct held *h)
 {
-	struct pollfd pfd = { .fd = e->tun, .events = POLLIN };
-	struct timespec dl;
-	bool ours;
-	ssize_t n;
+	const struct seg flood = { .flags = PKT_ACK, .len = FLOOD_LEN };
+	int i, n = bc->nsegs ? bc->nsegs : FLOOD_SEGS;
 
-	deadline_in(&dl, ms);
-	for (;;) {
-		n = read(e->tun, buf, cap);
-		if (n < 0 && errno != EAGAIN)
-			return -1;
-		if (n > 0 && !pkt_parse(buf, (size_t)n, s)) {
-			ours = s->v6 == c->f->v6 && s->sport == LISTEN_PORT &&
-			       s->dport == c->pport;
-			if (ours && s->v6)
-				ours = !memcmp(s->saddr6, local6, 16) &&
-				       !memcmp(s->daddr6, peer6, 16);
-			else if (ours)
-				ours = s->saddr == LOCAL4 && s->daddr == PEER4;
-			if (!ours)
-				continue;
-			if ((s->flags & PKT_ACK) &&
-			    (!c->acked_any || (int32_t)(s->ack - c->last_ack) > 0)) {
-				c->last_ack = s->ack;
-				c->acked_any = true;
-			}
-			return 1;
-		}
-		if (!ms_left(&dl))
-			return 0;
-		if (n > 0)
-			continue;
-		if (poll(&pfd, 1, ms_left(&dl)) < 0 && errno != EINTR)
+	for (i = 0; i < n; i++) {
+		const struct seg *sg = bc->nsegs ? &bc->segs[i] : &flood;
+
+		if (sg->delay_ms)
+			usleep(sg->delay_ms * 1000);
+		if (i == 1)
+			clock_gettime(CLOCK_REALTIME, &h->b_sent);
+		if (send_next(self, sg))
 			return -1;
 	}
+	return 0;
 }
 
-/* Read and account whatever the kernel sent for this connection. */
-static void peer_drain(struct env *e, struct conn *c, int ms)
-{
-	uint8_t buf[2048];
-	struct pkt_tcp s;
-
-	while (peer_recv(e, c, &s, buf, sizeof(buf), ms) == 1)
-		;
-}
-
-static enum verdict conn_open(struct env *e, const struct fam *f,
-			      struct conn *c, struct result *r)
-{
-	const uint8_t mss_opt[4] = { 2, 4, f->mss >> 8, f->mss & 0xff };
-	const struct seg syn = { .flags = PKT_SYN, .opt = mss_opt, .optlen = 4 };
-	const struct seg ack = { .flags = PKT_ACK };
-	struct pollfd pfd = { .fd = f->lfd, .events = POLLIN };
-	struct sockaddr_in6 sa;
-	socklen_t slen = sizeof(sa);
-	uint8_t buf[2048];
-	struct pkt_tcp s;
-	int rc;
-
-	memset(c, 0, sizeof(*c));
-	c->f = f;
-	c->fd = -1;
-	deadline_in(&c->deadline, e->timeout_ms);
-	c->pport = e->next_port++;
-	c->iss = 0x10000000u + ((uint32_t)c->pport << 12);
-
-	/* Only MSS offered: no timestamps, no window scaling, no SACK. */
-	if (peer_write(e, c, c->iss, &syn, NULL))
-		return set_result(r, V_FAIL, "writing SYN to tun: %s", strerror(errno));
-	for (;;) {
-		rc = peer_recv(e, c, &s, buf, sizeof(buf), ms_left(&c->deadline));
-		if (rc <= 0)
-			return set_result(r, V_FAIL, "no SYN-ACK from the kernel");
-		if ((s.flags & (PKT_SYN | PKT_ACK)) == (PKT_SYN | PKT_ACK) &&
-		    s.ack == c->iss + 1)
-			break;
-	}
-	c->rcv_nxt = s.seq + 1;
-	if (peer_write(e, c, c->iss + 1, &ack, NULL))
-		return set_result(r, V_FAIL, "writing ACK to tun: %s", strerror(errno));
-	for (;;) {
-		c->fd = accept4(f->lfd, (struct sockaddr *)&sa, &slen, SOCK_CLOEXEC);
-		if (c->fd >= 0)
-			break;
-		if (errno != EAGAIN || !ms_left(&c->deadline) ||
-		    poll(&pfd, 1, ms_left(&c->deadline)) < 0)
-			return set_result(r, V_FAIL, "accept: %s", strerror(errno));
-	}
-	/* sin_port and sin6_port sit at the same offset. */
-	if (ntohs(sa.sin6_port) != c->pport)
-		return set_result(r, V_FAIL, "accepted port %u, expected %u",
-				  ntohs(sa.sin6_port), c->pport);
-	return V_PASS;
-}
-
-static void conn_close(struct env *e, struct conn *c)
-{
-	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
-
-	if (c->fd >= 0) {
-		/* RST now: nothing of this case leaks into the next. */
-		setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
-		close(c->fd);
-		c->fd = -1;
-	}
-	peer_drain(e, c, 0);
-}
-
-static const char *watchdog_case = "";
-
-/* A case that outlives every deadline: the kernel is stuck somewhere. */
-static void on_alarm(int sig)
-{
-	static const char msg[] = "Bail out! a case hung past its deadline: ";
-
-	(void)sig;
-	if (write(STDOUT_FILENO, msg, sizeof(msg) - 1) < 0 ||
-	    write(STDOUT_FILENO, watchdog_case, strlen(watchdog_case)) < 0 ||
-	    write(STDOUT_FILENO, "\n", 1) < 0)
-		_exit(KSFT_FAIL);
-	_exit(KSFT_FAIL);
-}
+struct receiver {
+	pthread_t thread;
+	int fd;
+	uint8_t *buf;
+	ssize_t ret;
+	int err;
+};
 
 static void *receiver_main(void *arg)
 {
@@ -506,105 +324,94 @@ static void *receiver_main(void *arg)
 	sigset_t set;
 
 	/* A signal pending here would turn the fault into EFAULT. */
-	sigemptyset(&set);
-	sigaddset(&set, SIGALRM);
+	sigfillset(&set);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
-
 	/* One byte: the backlog is then processed by release_sock(). */
 	rx->ret = recv(rx->fd, rx->buf, 1, 0);
 	rx->err = rx->ret < 0 ? errno : 0;
 	return NULL;
 }
 
-static int join_receiver(struct receiver *rx, int ms)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += ms / 1000 + 1;
-	return pthread_timedjoin_np(rx->thread, NULL, &ts);
-}
-
-static int inject(struct env *e, struct conn *c, const struct testcase *tc)
-{
-	const struct seg flood = { .flags = PKT_ACK, .len = FLOOD_LEN };
-	int i, n = tc->nsegs ? tc->nsegs : FLOOD_SEGS;
-
-	for (i = 0; i < n; i++)
-		if (peer_send(e, c, tc->nsegs ? &tc->segs[i] : &flood))
-			return -1;
-	return 0;
-}
-
 /*
- * Queue PRIME_LEN stream bytes, then inject the case's segments: in
- * the hold modes while a 1-byte recv() holds the socket, without a
- * hold in control mode. Returns V_PASS when the sequence ran.
+ * Queue PRIME_LEN stream bytes, then inject the case's segments: in the
+ * hold modes while a 1-byte recv() holds the socket, without a hold in
+ * control mode. V_PASS when all of it ran and every counter was read.
  */
-static enum verdict run_segs(struct env *e, struct conn *c,
-			     const struct testcase *tc, enum mode how,
-			     struct held *h, struct result *r)
+static enum verdict run_segs(FIXTURE_DATA(backlog) *self, enum mode mode,
+			     const struct bcase *bc, struct held *h,
+			     struct result *r)
 {
 	const struct seg prime = { .flags = PKT_ACK | PKT_PSH, .len = PRIME_LEN };
-	struct receiver rx = { .fd = c->fd };
-	int rc;
+	struct receiver rx = { .fd = self->c.fd };
+	uint32_t start = self->sent;
+	int rc, bad = 0, werr = 0;
 
 	memset(h, 0, sizeof(*h));
-	h->mode = how;
-	if (peer_send(e, c, &prime))
-		return set_result(r, V_FAIL, "writing to tun: %s", strerror(errno));
-	peer_drain(e, c, 0);
-	if (how == M_CTL) {
-		read_counters(&h->before);
-		if (inject(e, c, tc))
-			return set_result(r, V_FAIL, "writing to tun: %s", strerror(errno));
-		read_counters(&h->during);
+	if (send_next(self, &prime))
+		return set_result(r, V_SKIP, "inconclusive: writing to tun: %s", strerror(errno));
+	peer_conn_drain(&self->c, 0);
+	if (mode == M_CTL) {
+		bad |= nstat_read(&h->before);
+		if (inject(self, bc, h))
+			return set_result(r, V_SKIP, "inconclusive: writing to tun: %s",
+					  strerror(errno));
+		bad |= nstat_read(&h->during);
 		h->after = h->during;
+		if (bad)
+			return set_result(r, V_SKIP, "inconclusive: a counter read failed");
 		return V_PASS;
 	}
 
-	if (uffd_arm(&e->hold))
+	if (uffd_arm(&self->hold))
 		return set_result(r, V_FAIL, "userfaultfd page: %s", strerror(errno));
-	rx.buf = e->hold.page;
+	rx.buf = self->hold.page;
 	if (pthread_create(&rx.thread, NULL, receiver_main, &rx))
 		return set_result(r, V_FAIL, "pthread_create failed");
-	rc = uffd_wait(&e->hold, ms_left(&c->deadline));
+	rc = uffd_wait(&self->hold, ms_left(&self->deadline));
 	h->held = rc == 1;
 	if (h->held) {
-		read_counters(&h->before);
-		if (inject(e, c, tc))
-			diag("writing to tun: %s", strerror(errno));
-		read_counters(&h->during);
+		bad |= nstat_read(&h->before);
+		if (inject(self, bc, h))
+			werr = errno;
+		bad |= nstat_read(&h->during);
 	}
-	uffd_resolve(&e->hold);
+	uffd_resolve(&self->hold);
 	if (!h->held)
-		shutdown(c->fd, SHUT_RD);	/* wake a receiver that never faulted */
-	if (join_receiver(&rx, ms_left(&c->deadline))) {
-		printf("Bail out! receiver thread stuck in recv()\n");
-		exit(KSFT_FAIL);
-	}
-	read_counters(&h->after);
+		shutdown(self->c.fd, SHUT_RD);	/* wake a receiver that never faulted */
+	pthread_join(rx.thread, NULL);
+	bad |= nstat_read(&h->after);
 	if (!h->held)
 		return set_result(r, V_SKIP,
 				  "inconclusive: the receiver never faulted on the userfaultfd page, so the socket was not held");
-	if (rx.ret != 1 || e->hold.page[0] != stream_byte(0))
-		return set_result(r, V_FAIL, "held recv() returned %zd (%s), byte 0x%02x, expected 1 byte 0x%02x",
+	if (werr)
+		return set_result(r, V_SKIP, "inconclusive: writing to tun while held: %s",
+				  strerror(werr));
+	if (bad)
+		return set_result(r, V_SKIP, "inconclusive: a counter read failed");
+	if (rx.ret != 1 || self->hold.page[0] != stream_byte(start))
+		return set_result(r, V_FAIL,
+				  "held recv() returned %zd (%s), byte 0x%02x, expected 1 byte 0x%02x",
 				  rx.ret, rx.ret < 0 ? strerror(rx.err) : "ok",
-				  e->hold.page[0], stream_byte(0));
-	c->rd = 1;
+				  self->hold.page[0], stream_byte(start));
+	self->rd = start + 1;
 	return V_PASS;
 }
 
 /*
- * Read the stream at the application until want more bytes, EOF,
- * an error or ms. Returns bytes read; *err is 0, -1 for EOF, an errno,
- * or ETIMEDOUT; *bad is the first offset whose byte was wrong, or -1.
+ * Read the stream at the application until want more bytes, EOF, an
+ * error or ms. Returns bytes read; *err is 0, -1 for EOF, an errno, or
+ * ETIMEDOUT; *bad is the first offset whose byte was wrong, or -1. With
+ * ts, the last receive timestamp seen (zero if none).
  */
-static size_t read_stream(struct conn *c, size_t want, int ms, int *err,
-			  size_t *bad)
+static size_t read_stream(FIXTURE_DATA(backlog) *self, size_t want, int ms,
+			  int *err, size_t *bad, struct timespec *ts)
 {
-	struct pollfd pfd = { .fd = c->fd, .events = POLLIN };
+	struct pollfd pfd = { .fd = self->c.fd, .events = POLLIN };
 	static uint8_t buf[STREAM_MAX];
+	char cbuf[CMSG_SPACE(sizeof(struct timespec)) * 2];
+	struct iovec iov = { .iov_base = buf, .iov_len = sizeof(buf) };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct cmsghdr *cm;
 	struct timespec dl;
 	size_t got = 0, i;
 	ssize_t n;
@@ -613,14 +420,17 @@ static size_t read_stream(struct conn *c, size_t want, int ms, int *err,
 	*bad = (size_t)-1;
 	deadline_in(&dl, ms);
 	while (got < want) {
-		/* The deadline also bounds a socket that polls readable but
+		/*
+		 * The deadline also bounds a socket that polls readable but
 		 * has nothing to read (a confused kernel can do that).
 		 */
 		if (!ms_left(&dl) || poll(&pfd, 1, ms_left(&dl)) <= 0) {
 			*err = ETIMEDOUT;
 			break;
 		}
-		n = recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT);
+		msg.msg_control = cbuf;
+		msg.msg_controllen = sizeof(cbuf);
+		n = recvmsg(self->c.fd, &msg, MSG_DONTWAIT);
 		if (n == 0) {
 			*err = -1;
 			break;
@@ -633,10 +443,13 @@ static size_t read_stream(struct conn *c, size_t want, int ms, int *err,
 		}
 		for (i = 0; i < (size_t)n; i++)
 			if (*bad == (size_t)-1 &&
-			    buf[i] != stream_byte((uint32_t)(c->rd + i)))
-				*bad = c->rd + i;
-		c->rd += (uint32_t)n;
+			    buf[i] != stream_byte((uint32_t)(self->rd + i)))
+				*bad = self->rd + i;
+		self->rd += (uint32_t)n;
 		got += (size_t)n;
+		for (cm = CMSG_FIRSTHDR(&msg); ts && cm; cm = CMSG_NXTHDR(&msg, cm))
+			if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_TIMESTAMPNS)
+				memcpy(ts, CMSG_DATA(cm), sizeof(*ts));
 	}
 	return got;
 }
@@ -646,14 +459,12 @@ static const char *err_name(int err)
 	return err == -1 ? "EOF" : err ? strerror(err) : "nothing";
 }
 
-static int tcp_state(int fd)
+static int tcp_info_of(int fd, struct tcp_info *ti)
 {
-	struct tcp_info ti;
-	socklen_t len = sizeof(ti);
+	socklen_t len = sizeof(*ti);
 
-	if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len))
-		return -1;
-	return ti.tcpi_state;
+	memset(ti, 0, sizeof(*ti));
+	return getsockopt(fd, IPPROTO_TCP, TCP_INFO, ti, &len);
 }
 
 static const char *state_name(int st)
@@ -667,22 +478,26 @@ static const char *state_name(int st)
 	return st > 0 && st < (int)ARRAY_SIZE(names) ? names[st] : "?";
 }
 
+static int tcp_state(int fd)
+{
+	struct tcp_info ti;
+
+	return tcp_info_of(fd, &ti) ? -1 : ti.tcpi_state;
+}
+
 #define TCP_ST_ESTABLISHED	1
 #define TCP_ST_CLOSE_WAIT	8
 
 /* Read up to offset end of the stream: all of it must arrive, intact. */
-static bool read_all_to(struct conn *c, uint32_t end, struct result *r)
+static bool read_all_to(FIXTURE_DATA(backlog) *self, uint32_t end,
+			struct result *r, struct timespec *ts)
 {
-	size_t want = end - c->rd, got, bad;
+	size_t want = end - self->rd, got, bad;
 	int err;
 
-	got = read_stream(c, want, capped_ms(c, SETTLE_MS), &err, &bad);
+	got = read_stream(self, want, capped_ms(self, SETTLE_MS), &err, &bad, ts);
 	if (bad != (size_t)-1) {
 		set_result(r, V_FAIL, "stream corrupted at offset %zu", bad);
-		return false;
-	}
-	if (got > want) {
-		set_result(r, V_FAIL, "received %zu bytes where %zu were expected", got, want);
 		return false;
 	}
 	if (got != want) {
@@ -694,12 +509,12 @@ static bool read_all_to(struct conn *c, uint32_t end, struct result *r)
 }
 
 /* Nothing more may arrive for a while; true if so. */
-static bool quiet(struct conn *c, struct result *r, const char *what)
+static bool quiet(FIXTURE_DATA(backlog) *self, struct result *r, const char *what)
 {
 	size_t got, bad;
 	int err;
 
-	got = read_stream(c, 1, capped_ms(c, QUIET_MS), &err, &bad);
+	got = read_stream(self, 1, capped_ms(self, QUIET_MS), &err, &bad, NULL);
 	if (got) {
 		set_result(r, V_FAIL, "%zu more bytes arrived: %s", got, what);
 		return false;
@@ -711,39 +526,84 @@ static bool quiet(struct conn *c, struct result *r, const char *what)
 	return true;
 }
 
-/* Every byte sent arrives in order, and nothing more. */
-static enum verdict check_stream(struct env *e, struct conn *c,
-				 const struct testcase *tc,
-				 const struct held *h, struct result *r)
+/*
+ * Wait for the kernel to acknowledge up to stream offset end (with
+ * TCP_QUICKACK, no delayed ACK). Returns the offset it acknowledged.
+ */
+static uint32_t acked_to(FIXTURE_DATA(backlog) *self, uint32_t end)
 {
-	if (!read_all_to(c, c->sent, r) || !quiet(c, r, "beyond the stream"))
+	uint32_t base = self->c.iss + 1;
+	uint8_t buf[PEER_FRAME_MAX];
+	struct pkt_tcp s;
+	int one = 1;
+
+	setsockopt(self->c.fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
+	while ((int32_t)(self->c.last_ack - (base + end)) < 0 &&
+	       peer_conn_recv(&self->c, &s, buf, sizeof(buf), capped_ms(self, SETTLE_MS)) == 1)
+		;
+	return self->c.last_ack - base;
+}
+
+/* Every byte sent arrives in order, and nothing more. */
+static enum verdict check_stream(FIXTURE_DATA(backlog) *self,
+				 const FIXTURE_VARIANT(backlog) *variant,
+				 const struct bcase *bc, const struct held *h,
+				 struct result *r)
+{
+	if (!read_all_to(self, self->sent, r, NULL) ||
+	    !quiet(self, r, "beyond the stream"))
 		return r->v;
-	return set_result(r, V_PASS, "%u bytes in order", c->sent);
+	return set_result(r, V_PASS, "%u bytes in order", self->sent);
+}
+
+/* All bytes; the kernel acknowledges all of them; later data arrives. */
+static enum verdict check_end_seq(FIXTURE_DATA(backlog) *self,
+				  const FIXTURE_VARIANT(backlog) *variant,
+				  const struct bcase *bc, const struct held *h,
+				  struct result *r)
+{
+	const struct seg late = { .flags = PKT_ACK | PKT_PSH, .len = LATE_LEN };
+	uint32_t acked;
+
+	if (!read_all_to(self, self->sent, r, NULL))
+		return r->v;
+	acked = acked_to(self, self->sent);
+	if (acked != self->sent)
+		return set_result(r, V_FAIL,
+				  "the kernel acknowledged the stream to offset %u, not to its end %u",
+				  acked, self->sent);
+	if (send_next(self, &late))
+		return set_result(r, V_SKIP, "inconclusive: writing to tun: %s", strerror(errno));
+	if (!read_all_to(self, self->sent, r, NULL) ||
+	    !quiet(self, r, "beyond the stream"))
+		return r->v;
+	return set_result(r, V_PASS, "acknowledged to %u, later data in order", acked);
 }
 
 /* All bytes, then EOF; CLOSE_WAIT; the kernel acknowledged the FIN. */
-static enum verdict check_fin(struct env *e, struct conn *c,
-			      const struct testcase *tc,
-			      const struct held *h, struct result *r)
+static enum verdict check_fin(FIXTURE_DATA(backlog) *self,
+			      const FIXTURE_VARIANT(backlog) *variant,
+			      const struct bcase *bc, const struct held *h,
+			      struct result *r)
 {
-	size_t got, bad;
-	uint8_t buf[2048];
+	uint8_t buf[PEER_FRAME_MAX];
 	struct pkt_tcp s;
+	size_t got, bad;
 	int err, st, one = 1;
 	bool acked;
 
-	if (!read_all_to(c, c->sent, r))
+	if (!read_all_to(self, self->sent, r, NULL))
 		return r->v;
-	got = read_stream(c, 1, capped_ms(c, SETTLE_MS), &err, &bad);
-	setsockopt(c->fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
-	st = tcp_state(c->fd);
-	acked = c->acked_any && c->last_ack == c->fin_end;
-	while (!acked && peer_recv(e, c, &s, buf, sizeof(buf),
-				   capped_ms(c, SETTLE_MS)) == 1)
-		acked = c->last_ack == c->fin_end;
+	got = read_stream(self, 1, capped_ms(self, SETTLE_MS), &err, &bad, NULL);
+	setsockopt(self->c.fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
+	st = tcp_state(self->c.fd);
+	acked = self->c.acked_any && self->c.last_ack == self->fin_end;
+	while (!acked && peer_conn_recv(&self->c, &s, buf, sizeof(buf),
+					capped_ms(self, SETTLE_MS)) == 1)
+		acked = self->c.last_ack == self->fin_end;
 	diag("after FIN: read %s, state %s, kernel ACK iss+%u, FIN+1 is iss+%u",
 	     got ? "more data" : err_name(err), state_name(st),
-	     c->last_ack - c->iss, c->fin_end - c->iss);
+	     self->c.last_ack - self->c.iss, self->fin_end - self->c.iss);
 	if (got || err != -1)
 		return set_result(r, V_FAIL, "no EOF after the FIN (read: %s, state %s): FIN lost",
 				  got ? "more data" : err_name(err), state_name(st));
@@ -756,17 +616,17 @@ static enum verdict check_fin(struct env *e, struct conn *c,
 }
 
 /* Data before the RST may be read; then ECONNRESET, nothing after. */
-static enum verdict check_rst(struct env *e, struct conn *c,
-			      const struct testcase *tc,
-			      const struct held *h, struct result *r)
+static enum verdict check_rst(FIXTURE_DATA(backlog) *self,
+			      const FIXTURE_VARIANT(backlog) *variant,
+			      const struct bcase *bc, const struct held *h,
+			      struct result *r)
 {
-	size_t want = c->sent - c->rd, got, bad;
+	size_t want = self->sent - self->rd, got, bad;
 	int err, st;
 
-	got = read_stream(c, want + 1, capped_ms(c, SETTLE_MS), &err, &bad);
-	st = tcp_state(c->fd);
-	diag("after RST: %zu bytes then %s, state %s", got, err_name(err),
-	     state_name(st));
+	got = read_stream(self, want + 1, capped_ms(self, SETTLE_MS), &err, &bad, NULL);
+	st = tcp_state(self->c.fd);
+	diag("after RST: %zu bytes then %s, state %s", got, err_name(err), state_name(st));
 	if (bad != (size_t)-1)
 		return set_result(r, V_FAIL, "stream corrupted at offset %zu", bad);
 	if (got > want)
@@ -777,485 +637,696 @@ static enum verdict check_rst(struct env *e, struct conn *c,
 	return set_result(r, V_PASS, "connection reset");
 }
 
-/* SYN on an established connection: challenged, connection survives. */
-static enum verdict check_syn(struct env *e, struct conn *c,
-			      const struct testcase *tc,
-			      const struct held *h, struct result *r)
+/* SYN|ACK on an established connection: challenged, survives. */
+static enum verdict check_synack(FIXTURE_DATA(backlog) *self,
+				 const FIXTURE_VARIANT(backlog) *variant,
+				 const struct bcase *bc, const struct held *h,
+				 struct result *r)
 {
 	const struct seg late = { .flags = PKT_ACK | PKT_PSH, .len = LATE_LEN };
+	long long challenged = h->after.v[NS_SYNCHALLENGE] - h->before.v[NS_SYNCHALLENGE];
 	int st;
 
-	if (!read_all_to(c, c->sent, r))
+	if (!read_all_to(self, self->sent, r, NULL))
 		return r->v;
-	st = tcp_state(c->fd);
+	st = tcp_state(self->c.fd);
 	if (st != TCP_ST_ESTABLISHED)
 		return set_result(r, V_FAIL, "state %s after the in-window SYN, expected ESTABLISHED",
 				  state_name(st));
-	if (peer_send(e, c, &late))
-		return set_result(r, V_FAIL, "writing to tun: %s", strerror(errno));
-	if (!read_all_to(c, c->sent, r))
+	if (challenged != 1)
+		return set_result(r, V_FAIL, "TCPSYNChallenge %+lld: the SYN was not challenged",
+				  challenged);
+	if (send_next(self, &late))
+		return set_result(r, V_SKIP, "inconclusive: writing to tun: %s", strerror(errno));
+	if (!read_all_to(self, self->sent, r, NULL) ||
+	    !quiet(self, r, "beyond the stream"))
 		return r->v;
-	return set_result(r, V_PASS, "SYN ignored, connection alive, %u bytes in order", c->sent);
+	return set_result(r, V_PASS, "SYN challenged, connection alive, %u bytes in order",
+			  self->sent);
 }
 
-/* The ACK-less segment is discarded: its bytes never reach the reader. */
-static enum verdict check_noack(struct env *e, struct conn *c,
-			       const struct testcase *tc,
-			       const struct held *h, struct result *r)
+/* The ACK-less B is discarded: its bytes never reach the reader. */
+static enum verdict check_noack(FIXTURE_DATA(backlog) *self,
+				const FIXTURE_VARIANT(backlog) *variant,
+				const struct bcase *bc, const struct held *h,
+				struct result *r)
 {
-	uint32_t end = c->sent - tc->segs[1].len;
+	uint32_t end = self->sent - bc->segs[1].len;
 
-	if (!read_all_to(c, end, r) ||
-	    !quiet(c, r, "the bytes of the segment without ACK were delivered"))
+	if (!read_all_to(self, end, r, NULL) ||
+	    !quiet(self, r, "the bytes of the segment without ACK were delivered"))
 		return r->v;
 	return set_result(r, V_PASS, "ACK-less segment discarded, %u bytes in order", end);
 }
 
-/* Urgent byte (B's last) out of band; the rest in order. */
-static enum verdict check_urg(struct env *e, struct conn *c,
-			      const struct testcase *tc,
-			      const struct held *h, struct result *r)
+/*
+ * Out of order, a hole where a segment was dropped or skipped: nothing
+ * beyond it arrives until it is filled, then everything once.
+ */
+static enum verdict fill_hole(FIXTURE_DATA(backlog) *self, uint32_t hole,
+			      const struct seg *fill, struct result *r)
 {
-	uint32_t urg_off = c->sent - 1;
+	if (!read_all_to(self, hole, r, NULL) || !quiet(self, r, "across the hole"))
+		return r->v;
+	if (send_at(self, hole, fill))
+		return set_result(r, V_SKIP, "inconclusive: writing to tun: %s", strerror(errno));
+	if (!read_all_to(self, self->sent, r, NULL) ||
+	    !quiet(self, r, "beyond the stream"))
+		return r->v;
+	return set_result(r, V_PASS, "hole at %u filled, %u bytes in order", hole,
+			  self->sent);
+}
+
+/* The ACK-less A is discarded; B waits out of order until A comes. */
+static enum verdict check_noack_data(FIXTURE_DATA(backlog) *self,
+				     const FIXTURE_VARIANT(backlog) *variant,
+				     const struct bcase *bc, const struct held *h,
+				     struct result *r)
+{
+	const struct seg a = { .flags = PKT_ACK | PKT_PSH, .len = bc->segs[0].len };
+
+	return fill_hole(self, self->sent - bc->segs[1].len - a.len, &a, r);
+}
+
+static enum verdict check_gap(FIXTURE_DATA(backlog) *self,
+			      const FIXTURE_VARIANT(backlog) *variant,
+			      const struct bcase *bc, const struct held *h,
+			      struct result *r)
+{
+	const struct seg fill = { .flags = PKT_ACK, .len = GAP_LEN };
+
+	return fill_hole(self, self->sent - bc->segs[1].len - GAP_LEN, &fill, r);
+}
+
+/* B's bad checksum: dropped and counted; its bytes once resent. */
+static enum verdict check_csum(FIXTURE_DATA(backlog) *self,
+			       const FIXTURE_VARIANT(backlog) *variant,
+			       const struct bcase *bc, const struct held *h,
+			       struct result *r)
+{
+	const struct seg b = { .flags = PKT_ACK | PKT_PSH, .len = bc->segs[1].len };
+	long long errs = h->after.v[NS_CSUMERRORS] - h->before.v[NS_CSUMERRORS];
+
+	if (errs != 1)
+		return set_result(r, V_FAIL, "InCsumErrors %+lld, expected +1 for the bad segment",
+				  errs);
+	/* The application must not have seen B; self->sent stops at A. */
+	return fill_hole(self, self->sent, &b, r);
+}
+
+/* Urgent byte (B's last) out of band; the rest in order. */
+static enum verdict check_urg(FIXTURE_DATA(backlog) *self,
+			      const FIXTURE_VARIANT(backlog) *variant,
+			      const struct bcase *bc, const struct held *h,
+			      struct result *r)
+{
+	uint32_t urg_off = self->sent - 1;
 	uint8_t b = 0;
 	ssize_t n;
 
-	if (!read_all_to(c, urg_off, r))
+	if (!read_all_to(self, urg_off, r, NULL))
 		return r->v;
-	n = recv(c->fd, &b, 1, MSG_OOB | MSG_DONTWAIT);
+	n = recv(self->c.fd, &b, 1, MSG_OOB | MSG_DONTWAIT);
 	if (n != 1)
 		return set_result(r, V_FAIL, "no urgent byte (recv MSG_OOB: %s)",
 				  n < 0 ? strerror(errno) : "0 bytes");
 	if (b != stream_byte(urg_off))
 		return set_result(r, V_FAIL, "urgent byte 0x%02x, expected 0x%02x", b,
 				  stream_byte(urg_off));
-	c->rd++;	/* the urgent byte is not in the in-band stream */
-	if (!quiet(c, r, "after the urgent byte"))
+	self->rd++;	/* the urgent byte is not in the in-band stream */
+	if (!quiet(self, r, "after the urgent byte"))
 		return r->v;
-	return set_result(r, V_PASS, "urgent byte out of band, %u bytes in band in order", urg_off);
+	return set_result(r, V_PASS, "urgent byte out of band, %u bytes in band in order",
+			  urg_off);
 }
 
-/* Out of order: once the hole is filled, everything arrives once. */
-static enum verdict check_gap(struct env *e, struct conn *c,
-			      const struct testcase *tc,
-			      const struct held *h, struct result *r)
+/* The kernel's data is acknowledged: nothing left in flight. */
+static enum verdict check_acked(FIXTURE_DATA(backlog) *self,
+				const FIXTURE_VARIANT(backlog) *variant,
+				const struct bcase *bc, const struct held *h,
+				struct result *r)
 {
-	const struct seg fill = { .flags = PKT_ACK, .len = GAP_LEN };
-	uint32_t hole = c->sent - tc->segs[1].len - GAP_LEN;
+	uint32_t want_wnd = PEER_WINDOW;
+	struct tcp_info ti;
 
-	if (!read_all_to(c, hole, r) || !quiet(c, r, "across the hole"))
+	if (!read_all_to(self, self->sent, r, NULL))
 		return r->v;
-	if (peer_send_at(e, c, hole, &fill))
-		return set_result(r, V_FAIL, "writing to tun: %s", strerror(errno));
-	if (!read_all_to(c, c->sent, r) || !quiet(c, r, "beyond the stream"))
+	if (tcp_info_of(self->c.fd, &ti))
+		return set_result(r, V_SKIP, "inconclusive: TCP_INFO: %s", strerror(errno));
+	if (ti.tcpi_unacked)
+		return set_result(r, V_FAIL,
+				  "%u segment(s) of the kernel's data still unacknowledged: the merged segment lost the newer ACK",
+				  ti.tcpi_unacked);
+	if (ti.tcpi_snd_wnd != want_wnd)
+		return set_result(r, V_FAIL, "send window %u, expected %u (the newer ACK's)",
+				  ti.tcpi_snd_wnd, want_wnd);
+	if (!quiet(self, r, "beyond the stream"))
 		return r->v;
-	return set_result(r, V_PASS, "hole filled, %u bytes in order", c->sent);
+	return set_result(r, V_PASS, "kernel data acknowledged, window %u, %u bytes in order",
+			  ti.tcpi_snd_wnd, self->sent);
+}
+
+/* The kernel's send window is the one B advertised. */
+static enum verdict check_window(FIXTURE_DATA(backlog) *self,
+				 const FIXTURE_VARIANT(backlog) *variant,
+				 const struct bcase *bc, const struct held *h,
+				 struct result *r)
+{
+	struct tcp_info ti;
+
+	if (!read_all_to(self, self->sent, r, NULL))
+		return r->v;
+	if (tcp_info_of(self->c.fd, &ti))
+		return set_result(r, V_SKIP, "inconclusive: TCP_INFO: %s", strerror(errno));
+	if (ti.tcpi_snd_wnd != bc->segs[1].window)
+		return set_result(r, V_FAIL, "send window %u, expected %u from the newer segment",
+				  ti.tcpi_snd_wnd, bc->segs[1].window);
+	if (!quiet(self, r, "beyond the stream"))
+		return r->v;
+	return set_result(r, V_PASS, "send window %u, %u bytes in order", ti.tcpi_snd_wnd,
+			  self->sent);
+}
+
+/* The merged data carries B's receive timestamp, not A's. */
+static enum verdict check_tstamp(FIXTURE_DATA(backlog) *self,
+				 const FIXTURE_VARIANT(backlog) *variant,
+				 const struct bcase *bc, const struct held *h,
+				 struct result *r)
+{
+	struct timespec ts = { 0, 0 };
+	double us;
+
+	if (!read_all_to(self, self->sent, r, &ts))
+		return r->v;
+	if (!ts.tv_sec && !ts.tv_nsec)
+		return set_result(r, V_SKIP, "inconclusive: no receive timestamp with the data");
+	us = elapsed_us(&h->b_sent, &ts);
+	diag("receive timestamp %+.0f us from B's write", us);
+	if (us < 0)
+		return set_result(r, V_FAIL,
+				  "receive timestamp %.0f us before B was written: the merged data kept A's",
+				  -us);
+	if (!quiet(self, r, "beyond the stream"))
+		return r->v;
+	return set_result(r, V_PASS, "receive timestamp is B's (%+.0f us)", us);
 }
 
 /*
- * Flood: with coalescing no backlog drop and every byte arrives;
- * without, whatever was accepted arrives intact, in order.
+ * Flood. Merging on: no backlog drop, every byte. Off: the backlog
+ * limit drops some, and the application gets exactly what the kernel
+ * acknowledged, intact. Control (no backlog): the same.
  */
-static enum verdict check_flood(struct env *e, struct conn *c,
-				const struct testcase *tc,
-				const struct held *h, struct result *r)
+static enum verdict check_flood(FIXTURE_DATA(backlog) *self,
+				const FIXTURE_VARIANT(backlog) *variant,
+				const struct bcase *bc, const struct held *h,
+				struct result *r)
 {
-	long long drops = h->during.drop - h->before.drop;
-	size_t want = c->sent - c->rd, got, bad;
+	long long drops = h->during.v[NS_BACKLOGDROP] - h->before.v[NS_BACKLOGDROP];
+	long long merged = h->during.v[NS_COALESCE] - h->before.v[NS_COALESCE];
+	size_t want = self->sent - self->rd, got, bad;
+	uint32_t acked;
 	int err;
 
-	got = read_stream(c, want, capped_ms(c, SETTLE_MS), &err, &bad);
-	diag("flood: %d segments of %d bytes, %lld backlog drops, %zu of %zu bytes read",
-	     FLOOD_SEGS, FLOOD_LEN, drops, got, want);
+	got = read_stream(self, want, capped_ms(self, SETTLE_MS), &err, &bad, NULL);
+	acked = acked_to(self, self->rd);
+	diag("flood: %d segments of %d bytes, %lld merged, %lld backlog drops, %zu of %zu bytes read, acknowledged to %u of %u",
+	     FLOOD_SEGS, FLOOD_LEN, merged, drops, got, want, acked, self->rd);
 	if (bad != (size_t)-1)
 		return set_result(r, V_FAIL, "stream corrupted at offset %zu", bad);
-	if (h->mode == M_HOLD && drops)
-		return set_result(r, V_FAIL, "coalescing on, yet TCPBacklogDrop +%lld", drops);
-	if (h->mode == M_HOLD && got != want)
-		return set_result(r, V_FAIL, "received %zu of %zu bytes, then %s", got, want,
-				  err_name(err));
-	return set_result(r, V_PASS, "%zu bytes in order", got);
+	if (variant->mode == M_HOLD) {
+		if (drops)
+			return set_result(r, V_FAIL, "coalescing on, yet TCPBacklogDrop +%lld",
+					  drops);
+		if (!merged)
+			return set_result(r, V_FAIL,
+					  "%d segments in the backlog, none merged and none dropped: the backlog limit is gone",
+					  FLOOD_SEGS);
+		if (got != want)
+			return set_result(r, V_FAIL, "received %zu of %zu bytes, then %s", got,
+					  want, err_name(err));
+	}
+	if (variant->mode == M_OFF && !drops)
+		return set_result(r, V_FAIL,
+				  "%d segments held with merging off, yet no TCPBacklogDrop: the backlog limit is gone",
+				  FLOOD_SEGS);
+	if (got < FLOOD_LEN)
+		return set_result(r, V_FAIL, "only %zu bytes of the flood arrived", got);
+	if (acked != self->rd)
+		return set_result(r, V_FAIL,
+				  "the application read to offset %u, the kernel acknowledged to %u",
+				  self->rd, acked);
+	if (!quiet(self, r, "beyond what was acknowledged"))
+		return r->v;
+	return set_result(r, V_PASS, "%zu bytes in order, as acknowledged", got);
 }
 
-#define DATA(f, n)	{ .flags = (f), .len = (n) }
-#define AB	PKT_ACK
-#define AP	(PKT_ACK | PKT_PSH)
-
-static const struct testcase cases[] = {
-	{ "data_data", "data then data: merged, fast path taken, bytes in order",
-	  MERGE_REQUIRED,
-	  { DATA(AP, SEG_A_LEN), DATA(AP, SEG_B_LEN) }, 2, check_stream, true },
-	{ "data_psh", "data then data|PSH: merged, bytes in order", MERGE_REQUIRED,
-	  { DATA(AB, SEG_A_LEN), DATA(AP, SEG_B_LEN) }, 2, check_stream, false },
-	{ "data_fin", "data then data|FIN: merged; EOF, CLOSE_WAIT, FIN acknowledged",
-	  MERGE_REQUIRED,
-	  { DATA(AP, SEG_A_LEN), DATA(AP | PKT_FIN, SEG_B_LEN) }, 2, check_fin, false },
-	{ "data_rst", "data then RST: not merged; reset, nothing after it", MERGE_FORBIDDEN,
-	  { DATA(AP, SEG_A_LEN), DATA(PKT_ACK | PKT_RST, 0) }, 2, check_rst, false },
-	{ "data_syn", "data then SYN: not merged; challenged, connection survives",
-	  MERGE_FORBIDDEN,
-	  { DATA(AP, SEG_A_LEN), DATA(PKT_SYN, 0) }, 2, check_syn, false },
-	{ "data_noack", "data then data without ACK: not merged; ACK-less bytes discarded",
-	  MERGE_FORBIDDEN,
-	  { DATA(AP, SEG_A_LEN), DATA(PKT_PSH, SEG_B_LEN) }, 2, check_noack, false },
-	{ "data_urg", "data then data|URG: not merged; urgent byte out of band",
-	  MERGE_FORBIDDEN,
-	  { DATA(AP, SEG_A_LEN),
-	    { .flags = AP | PKT_URG, .len = SEG_B_LEN, .urg = SEG_B_LEN } },
-	  2, check_urg, false },
-	{ "data_ece", "data then data|ECE: not merged, bytes in order", MERGE_FORBIDDEN,
-	  { DATA(AP, SEG_A_LEN), DATA(AP | PKT_ECE, SEG_B_LEN) }, 2, check_stream, false },
-	{ "data_cwr", "data then data|CWR: not merged, bytes in order", MERGE_FORBIDDEN,
-	  { DATA(AP, SEG_A_LEN), DATA(AP | PKT_CWR, SEG_B_LEN) }, 2, check_stream, false },
-	{ "data_optlen", "header lengths differ (options on one): not merged, bytes in order",
-	  MERGE_FORBIDDEN,
-	  { DATA(AP, SEG_A_LEN),
-	    { .flags = AP, .len = SEG_B_LEN, .opt = ts_opt_b, .optlen = 12 } },
-	  2, check_stream, false },
-	{ "data_tsval", "same options, different timestamps: not merged, bytes in order",
-	  MERGE_FORBIDDEN,
-	  { { .flags = AP, .len = SEG_A_LEN, .opt = ts_opt_a, .optlen = 12 },
-	    { .flags = AP, .len = SEG_B_LEN, .opt = ts_opt_b, .optlen = 12 } },
-	  2, check_stream, false },
-	{ "data_tos", "DS field differs: not merged, bytes in order", MERGE_FORBIDDEN,
-	  { DATA(AP, SEG_A_LEN), { .flags = AP, .len = SEG_B_LEN, .tos = 0x20 } },
-	  2, check_stream, false },
-	{ "data_gap", "sequence gap: not merged; all delivered once the hole is filled",
-	  MERGE_FORBIDDEN,
-	  { DATA(AP, SEG_A_LEN), { .flags = AP, .len = SEG_B_LEN, .gap = GAP_LEN } },
-	  2, check_gap, false },
-	{ "flood", "1000 small segments past the backlog limit: merged, no drop, intact",
-	  MERGE_REQUIRED, { }, 0, check_flood, false },
-};
-
-/* A run of one case in one family and mode. */
-struct item {
-	const struct testcase *tc;
-	int fam;
-	enum mode mode;
-	char name[64];
-};
-
-static void item_name(struct item *it, const struct env *e)
+/* The kernel sends KDATA_LEN bytes, which the peer leaves unacknowledged. */
+static enum verdict kernel_sends(FIXTURE_DATA(backlog) *self, struct result *r)
 {
-	snprintf(it->name, sizeof(it->name), "%s_%s%s", e->fam[it->fam].name,
-		 mode_prefix[it->mode], it->tc->name);
+	uint8_t data[KDATA_LEN], buf[PEER_FRAME_MAX];
+	uint32_t end = self->c.irs + 1 + KDATA_LEN;
+	struct pkt_tcp s;
+
+	memset(data, 0x6b, sizeof(data));
+	if (send(self->c.fd, data, sizeof(data), 0) != (ssize_t)sizeof(data))
+		return set_result(r, V_FAIL, "send() of %d bytes: %s", KDATA_LEN, strerror(errno));
+	while (self->c.snd_nxt != end &&
+	       peer_conn_recv(&self->c, &s, buf, sizeof(buf), capped_ms(self, SETTLE_MS)) == 1)
+		;
+	if (self->c.snd_nxt != end)
+		return set_result(r, V_FAIL, "the kernel's %d bytes never came out of tun",
+				  KDATA_LEN);
+	return V_PASS;
+}
+
+/* Receive timestamps on, and seen on a first piece of data. */
+static enum verdict tstamp_on(FIXTURE_DATA(backlog) *self, struct result *r)
+{
+	const struct seg probe = { .flags = PKT_ACK | PKT_PSH, .len = PRIME_LEN };
+	struct timespec ts;
+	int one = 1, i;
+
+	if (setsockopt(self->c.fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one)))
+		return set_result(r, V_SKIP, "inconclusive: SO_TIMESTAMPNS: %s", strerror(errno));
+	/* Stamping may be switched on by a work item: wait until it is. */
+	for (i = 0; i < 50; i++) {
+		memset(&ts, 0, sizeof(ts));
+		if (send_next(self, &probe))
+			return set_result(r, V_SKIP, "inconclusive: writing to tun: %s",
+					  strerror(errno));
+		if (!read_all_to(self, self->sent, r, &ts))
+			return r->v;
+		if (ts.tv_sec || ts.tv_nsec)
+			return V_PASS;
+		usleep(10000);
+	}
+	return set_result(r, V_SKIP, "inconclusive: no receive timestamps on this kernel");
+}
+
+static long long delta(const struct held *h, enum nstat_id id, bool release)
+{
+	return release ? h->after.v[id] - h->during.v[id] : h->during.v[id] - h->before.v[id];
+}
+
+/*
+ * Before a FIN case: the same pair without FIN, merged, takes the fast
+ * path on this connection. Without that, a kernel that leaves FIN out
+ * of the merged header could pass (its merged skb would miss the fast
+ * path for another reason and the FIN would still be seen).
+ */
+static enum verdict fast_path_evidence(FIXTURE_DATA(backlog) *self,
+				       const struct bcase *bc, struct result *r)
+{
+	struct bcase pair = *bc;
+	struct held h;
+
+	pair.segs[1].flags &= (uint8_t)~PKT_FIN;
+	if (run_segs(self, M_HOLD, &pair, &h, r) != V_PASS)
+		return r->v;
+	if (delta(&h, NS_COALESCE, false) < 1)
+		return set_result(r, V_SKIP,
+				  "inconclusive: the FIN-less pair was not merged (TCPBacklogCoalesce +0)");
+	if (delta(&h, NS_HPHITS, true) < 1)
+		return set_result(r, V_SKIP,
+				  "inconclusive: the merged FIN-less pair missed the fast path (TCPHPHits +0), where a lost FIN would show");
+	if (!read_all_to(self, self->sent, r, NULL))
+		return r->v;
+	return V_PASS;
 }
 
 /* The kernel's decision: merged or not, against what the mode wants. */
-static enum verdict check_merge(const struct item *it, const struct held *h,
-				struct result *r)
+static enum verdict decide(const FIXTURE_VARIANT(backlog) *variant,
+			   const struct bcase *bc, const struct held *h,
+			   struct result *r)
 {
-	long long merged = h->during.coalesce - h->before.coalesce;
-	bool may_merge = it->mode == M_HOLD && it->tc->merge == MERGE_REQUIRED;
+	long long merged = delta(h, NS_COALESCE, false);
+	bool may_merge = variant->mode == M_HOLD && bc->merge == MERGE_REQUIRED;
 	char sem[sizeof(r->why)];
 
 	if (merged > 0 && !may_merge) {
 		snprintf(sem, sizeof(sem), "%s", r->why);
 		return set_result(r, V_FAIL, "merged in the backlog (TCPBacklogCoalesce +%lld) %s; %s",
 				  merged,
-				  it->mode == M_HOLD ? "where it must not be" :
-				  it->mode == M_OFF ? "with tcp_backlog_coalesce=0" :
+				  variant->mode == M_HOLD ? "where it must not be" :
+				  variant->mode == M_OFF ? "with tcp_backlog_coalesce=0" :
 				  "with no backlog at all", sem);
+	}
+	if (bc->fin_evidence && may_merge && merged > 0 && delta(h, NS_HPHITS, true) > 0) {
+		snprintf(sem, sizeof(sem), "%s", r->why);
+		return set_result(r, V_FAIL,
+				  "the merged FIN segment took the fast path (TCPHPHits +%lld): FIN not carried into the merged header; %s",
+				  delta(h, NS_HPHITS, true), sem);
 	}
 	if (r->v != V_PASS)
 		return r->v;
 	if (may_merge && merged < 1)
-		return set_result(r, V_SKIP, "inconclusive: TCPBacklogCoalesce +%lld, a merge was required: the coalescing path was not exercised",
+		return set_result(r, V_SKIP,
+				  "inconclusive: TCPBacklogCoalesce +%lld, a merge was required: the coalescing path was not exercised",
 				  merged);
-	if (may_merge && it->tc->fast_path && h->after.hphits == h->during.hphits)
-		return set_result(r, V_SKIP, "inconclusive: the merged segment missed the fast path (TCPHPHits +0), where a lost FIN would show");
-	if (it->mode != M_CTL && it->tc->nsegs &&
-	    h->during.drop != h->before.drop)
+	if (may_merge && bc->fast_path && delta(h, NS_HPHITS, true) < 1)
+		return set_result(r, V_SKIP,
+				  "inconclusive: the merged segment missed the fast path (TCPHPHits +0)");
+	if (variant->mode != M_CTL && bc->nsegs && delta(h, NS_BACKLOGDROP, false))
 		return set_result(r, V_SKIP, "inconclusive: the backlog dropped %lld segments",
-				  h->during.drop - h->before.drop);
+				  delta(h, NS_BACKLOGDROP, false));
 	return V_PASS;
 }
 
-static enum verdict run_item(struct env *e, const struct item *it,
-			     struct result *r)
+static void run_case(struct __test_metadata *_metadata,
+		     FIXTURE_DATA(backlog) *self,
+		     const FIXTURE_VARIANT(backlog) *variant,
+		     const struct bcase *bc)
 {
-	const struct fam *f = &e->fam[it->fam];
-	struct conn c = { .fd = -1 };
+	struct result r = { V_PASS, "" };
 	struct held h;
 
-	if (!f->ok)
-		return set_result(r, V_NA, "%s", f->why);
-	if (it->mode == M_OFF && !e->has_sysctl)
-		return set_result(r, V_NA, "net.ipv4.tcp_backlog_coalesce absent (a kernel without the kgate patch)");
-	if (e->has_sysctl && set_coalesce(it->mode != M_OFF)) {
-		set_result(r, V_FAIL, "setting tcp_backlog_coalesce: %s", strerror(errno));
+	if (self->na[0])
+		SKIP(return, "%s", self->na);
+	if (bc->kdata && kernel_sends(self, &r) != V_PASS)
 		goto out;
-	}
-	if (conn_open(e, f, &c, r) != V_PASS ||
-	    run_segs(e, &c, it->tc, it->mode, &h, r) != V_PASS)
+	if (bc->tstamp && tstamp_on(self, &r) != V_PASS)
 		goto out;
-	diag("%s: TCPBacklogCoalesce %+lld, TCPBacklogDrop %+lld; TCPHPHits %+lld after",
-	     it->name, h.during.coalesce - h.before.coalesce,
-	     h.during.drop - h.before.drop, h.after.hphits - h.during.hphits);
-	it->tc->check(e, &c, it->tc, &h, r);
-	check_merge(it, &h, r);
+	if (bc->fin_evidence && variant->mode == M_HOLD &&
+	    fast_path_evidence(self, bc, &r) != V_PASS)
+		goto out;
+	if (run_segs(self, variant->mode, bc, &h, &r) != V_PASS)
+		goto out;
+	diag("TCPBacklogCoalesce %+lld, TCPBacklogDrop %+lld while injecting; TCPHPHits %+lld in the release",
+	     delta(&h, NS_COALESCE, false), delta(&h, NS_BACKLOGDROP, false),
+	     delta(&h, NS_HPHITS, true));
+	bc->check(self, variant, bc, &h, &r);
+	decide(variant, bc, &h, &r);
 out:
-	conn_close(e, &c);
-	if (e->has_sysctl)
-		set_coalesce(1);
-	return r->v;
-}
-
-static void print_help(FILE *f, const char *prog)
-{
-	size_t i;
-
-	fprintf(f,
-		"Usage: %s [options]\n"
-		"Deterministic test of TCP backlog coalescing (tcp_add_backlog()).\n"
-		"Needs root (a network namespace, tun and userfaultfd); it runs in a\n"
-		"namespace of its own and touches nothing else.\n\n"
-		"  -c, --case NAME     run only this case: a full name from --list or\n"
-		"                      a base name (data_fin) for all its variants;\n"
-		"                      repeatable\n"
-		"  -f, --family F      ipv4 or ipv6 only\n"
-		"  -m, --mode M        hold, off (tcp_backlog_coalesce=0) or ctl only\n"
-		"  -l, --list          list the case names and exit\n"
-		"  -n, --repeat N      run the selection N times (default 1)\n"
-		"  -t, --timeout MS    deadline of each case (default 10000)\n"
-		"  -p, --ptest         Yocto ptest output (PASS:/FAIL:/SKIP: name)\n"
-		"  -h, --help          this text\n\n"
-		"Names are <family>_<case> (held socket, coalescing on),\n"
-		"<family>_off_<case> (held, tcp_backlog_coalesce=0: nothing may merge)\n"
-		"and <family>_ctl_<case> (control: no hold, no backlog).\n"
-		"Exit status: 0 all passed (or not applicable), 1 a case failed,\n"
-		"4 none failed but a case was inconclusive, 2 usage.\n\nCases:\n", prog);
-	for (i = 0; i < ARRAY_SIZE(cases); i++)
-		fprintf(f, "  %-12s %s\n", cases[i].name, cases[i].desc);
-}
-
-static struct item items[ARRAY_SIZE(cases) * 2 * M_COUNT];
-
-static int build_items(struct env *e)
-{
-	int n = 0, fam, mode;
-	size_t i;
-
-	for (fam = 0; fam < 2; fam++)
-		for (mode = 0; mode < M_COUNT; mode++)
-			for (i = 0; i < ARRAY_SIZE(cases); i++) {
-				items[n].tc = &cases[i];
-				items[n].fam = fam;
-				items[n].mode = (enum mode)mode;
-				item_name(&items[n], e);
-				n++;
-			}
-	return n;
-}
-
-static bool want_item(const struct item *it, const struct env *e,
-		      char **names, int nnames, const char *fam,
-		      const char *mode)
-{
-	int i;
-
-	if (fam && strcmp(fam, e->fam[it->fam].name))
-		return false;
-	if (mode && strcmp(mode, mode_name[it->mode]))
-		return false;
-	if (!nnames)
-		return true;
-	for (i = 0; i < nnames; i++)
-		if (!strcmp(names[i], it->name) || !strcmp(names[i], it->tc->name))
-			return true;
-	return false;
-}
-
-static void report(bool ptest, int num, const char *name,
-		   const struct result *r)
-{
-	const char *tag = r->v == V_PASS ? "PASS" : r->v == V_FAIL ? "FAIL" : "SKIP";
-
-	if (r->v != V_SKIP && r->v != V_NA)
-		diag("%s: %s", name, r->why);
-	if (ptest) {
-		if (r->v == V_SKIP || r->v == V_NA)
-			diag("%s: %s", name, r->why);
-		printf("%s: %s\n", tag, name);
-	} else if (r->v == V_SKIP || r->v == V_NA) {
-		printf("ok %d %s # SKIP %s\n", num, name, r->why);
-	} else {
-		printf("%sok %d %s\n", r->v == V_PASS ? "" : "not ", num, name);
+	switch (r.v) {
+	case V_PASS:
+		diag("%s", r.why);
+		break;
+	case V_FAIL:
+		diag("FAIL: %s", r.why);
+		_metadata->passed = 0;
+		break;
+	case V_SKIP:
+		SKIP(return, "%s", r.why);
 	}
-	fflush(stdout);
 }
 
-int main(int argc, char **argv)
+#define AB		PKT_ACK
+#define AP		(PKT_ACK | PKT_PSH)
+#define DATA(f, n)	{ .flags = (f), .len = (n) }
+
+/* A, B: merged; the merged skb takes the fast path; all bytes. */
+TEST_F(backlog, data_data)
 {
-	static const struct option opts[] = {
-		{ "case", required_argument, NULL, 'c' },
-		{ "family", required_argument, NULL, 'f' },
-		{ "mode", required_argument, NULL, 'm' },
-		{ "list", no_argument, NULL, 'l' },
-		{ "repeat", required_argument, NULL, 'n' },
-		{ "timeout", required_argument, NULL, 't' },
-		{ "ptest", no_argument, NULL, 'p' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+	static const struct bcase bc = {
+		MERGE_REQUIRED,
+		.segs = { DATA(AP, SEG_A_LEN), DATA(AP, SEG_B_LEN) }, .nsegs = 2,
+		.check = check_stream, .fast_path = true,
 	};
-	struct env e = {
-		.tun = -1, .hold.fd = -1, .next_port = 40000, .timeout_ms = 10000,
-		.fam = {
-			{ .name = "ipv4", .v6 = 0, .lfd = -1, .mss = 1460 },
-			{ .name = "ipv6", .v6 = 1, .lfd = -1, .mss = 1440 },
-		},
-	};
-	int pass = 0, fail = 0, skip = 0, inconclusive = 0, num = 0;
-	int i, k, opt, repeat = 1, nitems, nsel = 0, nnames = 0;
-	const char *fam = NULL, *mode = NULL;
-	char **names = calloc((size_t)argc, sizeof(*names));
-	bool list = false, ptest = false;
-	bool sel[ARRAY_SIZE(items)];
-	struct utsname u;
-	char *end;
 
-	nitems = build_items(&e);
-	while ((opt = getopt_long(argc, argv, "c:f:m:ln:t:ph", opts, NULL)) != -1) {
-		switch (opt) {
-		case 'c':
-			names[nnames++] = optarg;
-			break;
-		case 'f':
-			if (strcmp(optarg, "ipv4") && strcmp(optarg, "ipv6")) {
-				fprintf(stderr, "%s: --family wants ipv4 or ipv6\n", argv[0]);
-				return 2;
-			}
-			fam = optarg;
-			break;
-		case 'm':
-			for (k = 0; k < M_COUNT; k++)
-				if (!strcmp(optarg, mode_name[k]))
-					break;
-			if (k == M_COUNT) {
-				fprintf(stderr, "%s: --mode wants hold, off or ctl\n", argv[0]);
-				return 2;
-			}
-			mode = optarg;
-			break;
-		case 'l':
-			list = true;
-			break;
-		case 'n':
-			repeat = (int)strtol(optarg, &end, 10);
-			if (*end || repeat < 1 || repeat > 100000) {
-				fprintf(stderr, "%s: --repeat wants 1..100000\n", argv[0]);
-				return 2;
-			}
-			break;
-		case 't':
-			e.timeout_ms = (int)strtol(optarg, &end, 10);
-			if (*end || e.timeout_ms < 100 || e.timeout_ms > 600000) {
-				fprintf(stderr, "%s: --timeout wants 100..600000 ms\n", argv[0]);
-				return 2;
-			}
-			break;
-		case 'p':
-			ptest = true;
-			break;
-		case 'h':
-			print_help(stdout, argv[0]);
-			return 0;
-		default:
-			print_help(stderr, argv[0]);
-			return 2;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "%s: unexpected argument '%s'\n", argv[0], argv[optind]);
-		return 2;
-	}
-	for (i = 0; i < nitems; i++) {
-		sel[i] = want_item(&items[i], &e, names, nnames, fam, mode);
-		nsel += sel[i];
-	}
-	for (k = 0; k < nnames; k++) {
-		for (i = 0; i < nitems; i++)
-			if (!strcmp(names[k], items[i].name) ||
-			    !strcmp(names[k], items[i].tc->name))
-				break;
-		if (i == nitems) {
-			fprintf(stderr, "%s: unknown case '%s' (see --list)\n", argv[0], names[k]);
-			return 2;
-		}
-	}
-	if (!nsel) {
-		fprintf(stderr, "%s: the options select no case\n", argv[0]);
-		return 2;
-	}
-	if (list) {
-		for (i = 0; i < nitems; i++)
-			if (sel[i])
-				printf("%s\n", items[i].name);
-		return 0;
-	}
-
-	setvbuf(stdout, NULL, _IOLBF, 0);
-	if (!ptest)
-		printf("TAP version 13\n1..%d\n", nsel * repeat);
-	if (!uname(&u))
-		diag("kernel %s %s %s", u.sysname, u.release, u.machine);
-
-	signal(SIGALRM, on_alarm);
-	/* Counters are per namespace: enter ours before any thread exists. */
-	if (unshare(CLONE_NEWNET)) {
-		printf("Bail out! unshare(CLONE_NEWNET): %s (needs root)\n", strerror(errno));
-		return KSFT_FAIL;
-	}
-	e.has_sysctl = has_sysctl();
-	if (setup_tun(&e)) {
-		printf("Bail out! tun device: %s\n", strerror(errno));
-		return KSFT_FAIL;
-	}
-	for (k = 0; k < 2; k++) {
-		if (!e.fam[k].ok) {
-			diag("%s cases skipped: %s", e.fam[k].name, e.fam[k].why);
-			continue;
-		}
-		if (setup_listener(&e.fam[k])) {
-			printf("Bail out! %s listening socket: %s\n", e.fam[k].name, strerror(errno));
-			return KSFT_FAIL;
-		}
-	}
-	if (uffd_open(&e.hold)) {
-		printf("Bail out! userfaultfd: %s\n", strerror(errno));
-		return KSFT_FAIL;
-	}
-	{
-		struct counters c;
-
-		if (read_counters(&c)) {
-			printf("Bail out! /proc/net/netstat has no TCPBacklogCoalesce/TCPBacklogDrop/TCPHPHits\n");
-			return KSFT_FAIL;
-		}
-	}
-
-	for (k = 0; k < repeat; k++) {
-		for (i = 0; i < nitems; i++) {
-			struct result r = { V_FAIL, "" };
-
-			if (!sel[i])
-				continue;
-			watchdog_case = items[i].name;
-			alarm((unsigned int)(2 * e.timeout_ms / 1000 + 5));
-			run_item(&e, &items[i], &r);
-			alarm(0);
-			report(ptest, ++num, items[i].name, &r);
-			pass += r.v == V_PASS;
-			fail += r.v == V_FAIL;
-			skip += r.v == V_SKIP || r.v == V_NA;
-			inconclusive += r.v == V_SKIP;
-		}
-	}
-	printf("# Totals: pass:%d fail:%d xfail:0 xpass:0 skip:%d error:0\n",
-	       pass, fail, skip);
-	free(names);
-	if (fail)
-		return KSFT_FAIL;
-	return inconclusive ? KSFT_SKIP : KSFT_PASS;
+	run_case(_metadata, self, variant, &bc);
 }
+
+/* A without PSH, B with it: merged (flags may differ there); all bytes. */
+TEST_F(backlog, data_psh)
+{
+	static const struct bcase bc = {
+		MERGE_REQUIRED,
+		.segs = { DATA(AB, SEG_A_LEN), DATA(AP, SEG_B_LEN) }, .nsegs = 2,
+		.check = check_stream,
+	};
+
+	run_case(_metadata, self, variant, &bc);
+}
+
+/*
+ * A, B|FIN: merged, FIN carried into the merged header (no fast path,
+ * though the same pair without FIN took it) and into the control
+ * block's flags: EOF, CLOSE_WAIT, the FIN acknowledged.
+ */
+TEST_F(backlog, data_fin)
+{
+	static const struct bcase bc = {
+		MERGE_REQUIRED,
+		.segs = { DATA(AP, SEG_A_LEN), DATA(AP | PKT_FIN, SEG_B_LEN) }, .nsegs = 2,
+		.check = check_fin, .fin_evidence = true,
+	};
+
+	run_case(_metadata, self, variant, &bc);
+}
+
+/* A, RST|ACK at the next sequence: not merged; the connection resets. */
+TEST_F(backlog, data_rst)
+{
+	static const struct bcase bc = {
+		MERGE_FORBIDDEN,
+		.segs = { DATA(AP, SEG_A_LEN), DATA(PKT_ACK | PKT_RST, 0) }, .nsegs = 2,
+		.check = check_rst,
+	};
+
+	run_case(_metadata, self, variant, &bc);
+}
+
+/*
+ * A, SYN|ACK at the next sequence (ACK set, so only the SYN rule can
+ * refuse it): not merged; challenged (RFC 5961); later data intact.
+ */
+TEST_F(backlog, data_synack)
+{
+	static const struct bcase bc = {
+		MERGE_FORBIDDEN,
+		.segs = { DATA(AP, SEG_A_LEN), DATA(PKT_SYN | PKT_ACK, 0) }, .nsegs = 2,
+		.check = check_synack,
+	};
+
+	run_case(_metadata, self, variant, &bc);
+}
+
+/* A, B without ACK: not merged; B is discarded, A arrives. */
+TEST_F(backlog, data_noack)
+{
+	static const struct bcase bc = {
+		MERGE_FORBIDDEN,
+		.segs = { DATA(AP, SEG_A_LEN), DATA(PKT_PSH, SEG_B_LEN) }, .nsegs = 2,
+		.check = check_noack,
+	};
+
+	run_case(_metadata, self, variant, &bc);
+}
+
+/* A without ACK, B: not merged; A discarded, B only after A is resent. */
+TEST_F(backlog, noack_data)
+{
+	static const struct bcase bc = {
+		MERGE_FORBIDDEN,
+		.segs = { DATA(PKT_PSH, SEG_A_LEN), DATA(AP, SEG_B_LEN) }, .nsegs = 2,
+		.check = check_noack_data,
+	};
+
+	run_case(_metadata, self, variant, &bc);
+}
+
+/* A, B|URG (its last byte urgent): not merged; urgent byte out of band. */
+TEST_F(backlog, data_urg)
+{
+	static const struct bcase bc = {
+		MERGE_FORBIDDEN,
+		.segs = { DATA(AP, SEG_A_LEN),
+		     { .flags = AP | PKT_URG, .len = SEG_B_LEN, .urg = SEG_B_LEN } }, .nsegs = 2,
+		.check = check_urg,
+	};
+
+	run_case(_metadata, self, variant, &bc);
+}
+
+/* A, B|ECE: not merged; all bytes. */
+TEST_F(backlog, data_ece)
+{
+	static const struct bcase bc = {
+		MERGE_FORBIDDEN,
+		.segs = { DATA(AP, SEG_A_LEN), DATA(AP | PKT_ECE, SEG_B_LEN) }, .nsegs = 2,
+		.check = check_stream,
+	};
+
+	run_case(_metadata, self, variant, &bc);
+}
+
+/* A, B|CWR: not merged; all bytes. */
+TEST_F(backlog, data_cwr)
+{
+	static const struct bcase bc = {
+		MERGE_FORBIDDEN,
+		.segs = { DATA(AP, SEG_A_LEN), DATA(AP | PKT_CWR, SEG_B_LEN) }, .nsegs = 2,
+		.check = check_stream,
+	};
+
+	run_case(_metadata, self, variant, &bc);
+}
+
+/*
+ * A with 12 bytes of options, B without: only the header lengths (doff)
+ * differ, the option bytes compared are none. Not merged; all bytes.
+ */
+TEST_F(backlog, opts_data)
+{
+	static const struct bcase bc = {
+		MERGE_FORBIDDEN,
+		.segs = { { .flags = AP, .len = SEG_A_LEN, .opt = ts_opt_a, .optlen = 12 },
+		     DATA(AP, SEG_B_LEN) }, .nsegs = 2,
+		.check = check_stream,
+	};
+
+	run_case(_metadata, self, variant, &bc);
+}
+
+/* Same option length, other option bytes: not merged; all bytes. */
+TEST_F(backlog, data_tsval)
+{
+	static const struct bcase bc = {
+		MERGE_FORBIDDEN,
+		.segs = { { .flags = AP, .len = SEG_A_LEN, .opt = ts_opt_a, .optlen = 12 },
+		     { .flags = AP, .len = SEG_B_LEN, .opt = ts_opt_b, .optlen = 12 } }, .nsegs = 2,
+		.check = check_stream,
+	};
+
+	run_case(_metadata, self, variant, &bc);
+}
+
+/* Identical options on both: merged; all bytes. */
+TEST_F(backlog, opts_opts)
+{
+	static const struct bcase bc = {
+		MERGE_REQUIRED,
+		.segs = { { .flags = AP, .len = SEG_A_LEN, .opt = ts_opt_a, .optlen = 12 },
+		     { .flags = AP, .len = SEG_B_LEN, .opt = ts_opt_a, .optlen = 12 } }, .nsegs = 2,
+		.check = check_stream,
+	};
+
+	run_case(_metadata, self, variant, &bc);
+}
+
+/* B with another DS field: not merged; all bytes. */
+TEST_F(backlog, data_tos)
+{
+	static const struct bcase bc = {
+		MERGE_FORBIDDEN,
+		.segs = { DATA(AP, SEG_A_LEN), { .flags = AP, .len = SEG_B_LEN, .tos = 0x20 } }, .nsegs = 2,
+		.check = check_stream,
+	};
+
+	run_case(_metadata, self, variant, &bc);
+}
+
+/* A, a hole, B: not merged; all bytes once the hole is filled. */
+TEST_F(backlog, data_gap)
+{
+	static const struct bcase bc = {
+		MERGE_FORBIDDEN,
+		.segs = { DATA(AP, SEG_A_LEN), { .flags = AP, .len = SEG_B_LEN, .gap = GAP_LEN } }, .nsegs = 2,
+		.check = check_gap,
+	};
+
+	run_case(_metadata, self, variant, &bc);
+}
+
+/*
+ * A, B with a bad checksum (longer than the 76 bytes tcp_v4_rcv()
+ * checks early, so tcp_add_backlog() checks it): dropped and counted,
+ * not merged; B's bytes once it is resent whole.
+ */
+TEST_F(backlog, data_csum)
+{
+	static const struct bcase bc = {
+		MERGE_FORBIDDEN,
+		.segs = { DATA(AP, SEG_A_LEN),
+		     { .flags = AP, .len = SEG_B_LEN, .corrupt = true } }, .nsegs = 2,
+		.check = check_csum,
+	};
+
+	run_case(_metadata, self, variant, &bc);
+}
+
+/* A, B: merged; acknowledged through B's end; later data delivered. */
+TEST_F(backlog, end_seq)
+{
+	static const struct bcase bc = {
+		MERGE_REQUIRED,
+		.segs = { DATA(AP, SEG_A_LEN), DATA(AP, SEG_B_LEN) }, .nsegs = 2,
+		.check = check_end_seq,
+	};
+
+	run_case(_metadata, self, variant, &bc);
+}
+
+/*
+ * The kernel has sent data; A does not acknowledge it, B does: merged,
+ * the merged segment carries B's ACK: nothing left unacknowledged.
+ */
+TEST_F(backlog, ack_new)
+{
+	static const struct bcase bc = {
+		MERGE_REQUIRED,
+		.segs = { DATA(AP, SEG_A_LEN),
+		     { .flags = AP, .len = SEG_B_LEN, .ack_kdata = true } }, .nsegs = 2,
+		.check = check_acked, .kdata = true,
+	};
+
+	run_case(_metadata, self, variant, &bc);
+}
+
+/*
+ * The kernel has sent data; A acknowledges it, B carries the older ACK
+ * and another window: merged, A's ACK and window stay.
+ */
+TEST_F(backlog, ack_old)
+{
+	static const struct bcase bc = {
+		MERGE_REQUIRED,
+		.segs = { { .flags = AP, .len = SEG_A_LEN, .ack_kdata = true },
+		     { .flags = AP, .len = SEG_B_LEN, .window = OLD_WINDOW } }, .nsegs = 2,
+		.check = check_acked, .kdata = true,
+	};
+
+	run_case(_metadata, self, variant, &bc);
+}
+
+/* B advertises another window: merged; the send window is B's. */
+TEST_F(backlog, window)
+{
+	static const struct bcase bc = {
+		MERGE_REQUIRED,
+		.segs = { DATA(AP, SEG_A_LEN),
+		     { .flags = AP, .len = SEG_B_LEN, .window = OTHER_WINDOW } }, .nsegs = 2,
+		.check = check_window,
+	};
+
+	run_case(_metadata, self, variant, &bc);
+}
+
+/* B 20 ms after A: merged; the data's receive timestamp is B's. */
+TEST_F(backlog, rx_tstamp)
+{
+	static const struct bcase bc = {
+		MERGE_REQUIRED,
+		.segs = { DATA(AP, SEG_A_LEN),
+		     { .flags = AP, .len = SEG_B_LEN, .delay_ms = TSTAMP_GAP_MS } }, .nsegs = 2,
+		.check = check_tstamp, .tstamp = true,
+	};
+
+	run_case(_metadata, self, variant, &bc);
+}
+
+/*
+ * 1000 segments of 16 bytes, past the backlog limit: merging on, no
+ * drop and every byte; off, TCPBacklogDrop and an intact, acknowledged
+ * prefix.
+ */
+TEST_F(backlog, flood)
+{
+	static const struct bcase bc = {
+		MERGE_REQUIRED, .nsegs = 0, .check = check_flood,
+	};
+
+	run_case(_metadata, self, variant, &bc);
+}
+
+TEST_HARNESS_MAIN

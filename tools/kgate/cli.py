@@ -54,6 +54,12 @@ def cmd_rootfs(args):
     return 0
 
 
+def cmd_native(args):
+    for path in rootfs.build_native(os.path.abspath(args.dir)).values():
+        print(os.path.relpath(path, TOP))
+    return 0
+
+
 def cmd_jobs(args):
     for name in args.target or list(load_targets()):
         arts = runner.artifacts(name, VARIANTS, jobs=args.jobs)
@@ -254,6 +260,10 @@ def parser():
     s.add_argument("-j", "--jobs", type=int, help="parallel make jobs (default: cores + 1)")
     s.add_argument("--force", action="store_true", help="rebuild even if the cached initramfs matches")
     s.set_defaults(func=cmd_rootfs)
+    s = sub.add_parser("native", help="build the test programs for this machine (make check)")
+    s.add_argument("dir", nargs="?", default=os.path.join("build", "native"),
+                   help="output folder (default: build/native)")
+    s.set_defaults(func=cmd_native)
     s = sub.add_parser("jobs", help="build what is missing; render and validate the local LAVA jobs")
     s.add_argument("target", nargs="*", help="targets (default: all)")
     s.add_argument("-j", "--jobs", type=int, help="parallel make jobs (default: cores + 1)")

@@ -4,21 +4,25 @@ import os
 
 from .common import atomic_write, format_table
 
-# What the guest reports for each job: tests/backlog_coalesce --list
-# (family x mode x case, in that order) plus the runner's own
-# '<program>-run' case. A unit test keeps this in step with the program.
+# What the guest reports for each job: tests/backlog_coalesce --list,
+# the harness's fixture.variant.test names (family x mode x case, in
+# that order), plus the runner's own '<program>-run' case. A unit test
+# keeps this in step with the program.
+FIXTURE = "backlog"
 FAMILIES = ["ipv4", "ipv6"]
-MODES = ["", "off_", "ctl_"]
-BASE_CASES = ["data_data", "data_psh", "data_fin", "data_rst", "data_syn", "data_noack",
-              "data_urg", "data_ece", "data_cwr", "data_optlen", "data_tsval", "data_tos",
-              "data_gap", "flood"]
-GUEST_CASES = [f"{fam}_{mode}{case}" for fam in FAMILIES for mode in MODES for case in BASE_CASES]
+MODES = ["", "_off", "_ctl"]
+BASE_CASES = ["data_data", "data_psh", "data_fin", "data_rst", "data_synack", "data_noack",
+              "noack_data", "data_urg", "data_ece", "data_cwr", "opts_data", "data_tsval",
+              "opts_opts", "data_tos", "data_gap", "data_csum", "end_seq", "ack_new", "ack_old",
+              "window", "rx_tstamp", "flood"]
+GUEST_CASES = [f"{FIXTURE}.{fam}{mode}.{case}" for fam in FAMILIES for mode in MODES
+               for case in BASE_CASES]
 RUN_CASE = "backlog_coalesce-run"
 # tests/test_pkt in the guest: its cases plus its '-run' case.
 UNIT_RUN_CASE = "test_pkt-run"
 # The cases the known-bad kernel must fail for the gate to count as
 # having caught the Linux 5.0 regression (held socket, coalescing on).
-KNOWN_BAD_MUST_FAIL = [f"{fam}_{case}" for fam in FAMILIES
+KNOWN_BAD_MUST_FAIL = [f"{FIXTURE}.{fam}.{case}" for fam in FAMILIES
                        for case in ("data_fin", "data_rst", "data_noack")]
 # tests/backlog_bench, in its own test definition: four cases, its
 # '-run' case, and figures (cases carrying a measurement).
@@ -190,7 +194,8 @@ def matrix(jobs):
     cases the known-bad control must fail, then the cases that failed
     where no failure was expected."""
     key_cols = KNOWN_BAD_MUST_FAIL
-    short = [c.replace("data_", "").replace("ipv", "v") for c in key_cols]
+    short = [c.replace(f"{FIXTURE}.", "").replace("data_", "").replace("ipv", "v")
+             .replace(".", "_") for c in key_cols]
     heads = ["target", "variant", "cases", "pass", "fail", "skip"] + short + ["verdict"]
     rows, notes = [], []
     for j in jobs:

@@ -15,20 +15,24 @@ import subprocess
 import tempfile
 import time
 
+from . import kernel
 from .common import (BUILD, TOP, KgateError, atomic_copy, atomic_write, log, need_tools,
                      read_text, run_logged, target, tool_version)
 
 TEST_PROGRAMS = {
-    # program: its C sources under tests/
-    "backlog_coalesce": ["backlog_coalesce.c", "pkt.c", "harness.c"],
+    # program: its C sources under tests/. backlog_coalesce is the
+    # selftest backlog_coalesce.c (included by its _main.c wrapper,
+    # which adds ksft_cli.h's command line over 6.1's harness).
+    "backlog_coalesce": ["backlog_coalesce_main.c", "peer.c", "pkt.c"],
     # the packet code's unit tests, run on every guest: byte order is
     # only really tested on a big-endian one
     "test_pkt": ["test_pkt.c", "pkt.c"],
     # receive goodput and backlog drain time, coalescing on and off
     "backlog_bench": ["backlog_bench.c", "pkt.c", "harness.c"],
 }
-TEST_HEADERS = ["pkt.h", "harness.h"]
-RECIPE = "1"
+# Included, not compiled on their own.
+TEST_HEADERS = ["pkt.h", "peer.h", "harness.h", "ksft_cli.h", "backlog_coalesce.c"]
+RECIPE = "2"
 
 
 def busybox_source():
@@ -118,29 +122,62 @@ def build_busybox(tgt, jobs):
     return d
 
 
+def selftests_dir():
+    """The kernel tree's tools/testing/selftests: the guest programs use
+    its kselftest_harness.h as it is, included from there."""
+    return os.path.join(kernel.pristine(), "tools", "testing", "selftests")
+
+
+def test_cflags(cc):
+    """The compiler command line of a guest (or native) test program,
+    without sources and output. '-I .../net' lets the selftests include
+    "../kselftest_harness.h" as they do in the kernel tree."""
+    return [cc, "-O2", "-g0", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Werror", "-pthread",
+            "-I", os.path.join(selftests_dir(), "net")]
+
+
+def _compile(cmd_head, prog, sources, dst, where):
+    srcs = [os.path.join(TOP, "tests", s) for s in sources]
+    tmp = dst + ".tmp"
+    r = subprocess.run(cmd_head + ["-o", tmp] + srcs, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise KgateError(f"building {prog} for {where} failed:\n{r.stderr}")
+    os.replace(tmp, dst)
+    return dst
+
+
 def build_tests(tgt):
     """Cross-build the static guest test programs; return {name: path}."""
-    cross = tgt["cross_compile"]
-    out = {}
     d = os.path.join(BUILD, "tests", tgt["name"])
     os.makedirs(d, exist_ok=True)
-    for prog, sources in TEST_PROGRAMS.items():
-        srcs = [os.path.join(TOP, "tests", s) for s in sources]
-        dst = os.path.join(d, prog)
-        tmp = dst + ".tmp"
-        cmd = [cross + "gcc", "-O2", "-g0", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Werror", "-static", "-pthread",
-               "-o", tmp] + srcs
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        if r.returncode != 0:
-            raise KgateError(f"building {prog} for {tgt['name']} failed:\n{r.stderr}")
-        os.replace(tmp, dst)
-        out[prog] = dst
+    head = test_cflags(tgt["cross_compile"] + "gcc") + ["-static"]
+    return {prog: _compile(head, prog, sources, os.path.join(d, prog), tgt["name"])
+            for prog, sources in TEST_PROGRAMS.items()}
+
+
+# The native build adds a copy of backlog_coalesce with the peer's
+# test-the-test hooks (KGATE_FAULT=...; never in a guest).
+FAULTS_PROGRAM = "backlog_coalesce_faults"
+
+
+def build_native(outdir):
+    """Build the test programs for this machine into outdir (make check
+    runs them in their own network namespaces); return {name: path}."""
+    need_tools(["gcc"])
+    os.makedirs(outdir, exist_ok=True)
+    head = test_cflags("gcc")
+    out = {prog: _compile(head, prog, sources, os.path.join(outdir, prog), "this machine")
+           for prog, sources in TEST_PROGRAMS.items()}
+    out[FAULTS_PROGRAM] = _compile(head + ["-DKGATE_FAULTS"], FAULTS_PROGRAM,
+                                   TEST_PROGRAMS["backlog_coalesce"],
+                                   os.path.join(outdir, FAULTS_PROGRAM), "this machine")
     return out
 
 
 def rootfs_key(tgt, bb_dir):
     h = hashlib.sha256()
-    _hash(h, RECIPE, read_text(os.path.join(bb_dir, ".kgate-key")), tool_version(tgt["cross_compile"] + "gcc"))
+    _hash(h, RECIPE, read_text(os.path.join(bb_dir, ".kgate-key")), tool_version(tgt["cross_compile"] + "gcc"),
+          kernel.source_id())  # the harness headers come from the kernel tree
     for s in sorted({s for v in TEST_PROGRAMS.values() for s in v} | set(TEST_HEADERS)):
         with open(os.path.join(TOP, "tests", s), "rb") as f:
             _hash(h, s, f.read())
