@@ -1,6 +1,7 @@
 """Unit tests of the kgate tooling (run with /usr/bin/python3 -m pytest)."""
 import copy
 import json
+import re
 import os
 import subprocess
 import sys
@@ -89,13 +90,13 @@ def test_parse_recorded_known_bad_log():
     by = {c["case"]: c["result"] for c in r["cases"]}
     for case in results.KNOWN_BAD_MUST_FAIL:
         assert by[case] == "fail", case
-    assert by["ipv4_data_data"] == "pass" and by["ipv6_off_data_fin"] == "pass"
+    assert by["backlog.ipv4.data_data"] == "pass" and by["backlog.ipv6_off.data_fin"] == "pass"
     assert results.job_verdict("known-bad", r["health"], r["cases"])[0] == results.CAUGHT
 
 
 def test_parse_truncated_log_is_incomplete():
     text = read("lava-run-x86_64-fixed.log")
-    cut = text[: text.index('"case": "ipv4_data_fin"')]
+    cut = text[: text.index('"case": "backlog.ipv4.data_fin"')]
     r = lavalog.parse(cut)
     assert r["health"] == "incomplete"
     verdict, _ = results.job_verdict("fixed", r["health"], r["cases"])
@@ -112,27 +113,35 @@ def test_parse_ignores_garbage_lines():
 
 # --- verdicts --------------------------------------------------------------
 
+def full(name):
+    """ipv4_ctl_data_urg -> backlog.ipv4_ctl.data_urg: short names for
+    keyword arguments."""
+    m = re.match(r"^(ipv[46])(_off|_ctl)?_(.+)$", name)
+    return f"{results.FIXTURE}.{m.group(1)}{m.group(2) or ''}.{m.group(3)}" if m else name
+
+
 def cases(**res):
     base = {c: "pass" for c in results.GUEST_CASES + [results.RUN_CASE, results.UNIT_RUN_CASE,
                                                        "csum_rfc1071"]}
-    base.update(res)
+    base.update({full(k): v for k, v in res.items()})
     return [{"case": k, "result": v} for k, v in base.items()]
 
 
-ALL_BAD = {c: "fail" for c in results.KNOWN_BAD_MUST_FAIL}
+ALL_BAD = {c.replace(f"{results.FIXTURE}.", "").replace(".", "_"): "fail"
+           for c in results.KNOWN_BAD_MUST_FAIL}
 
 
 @pytest.mark.parametrize("variant,health,res,expect", [
     ("fixed", "complete", {}, results.PASS),
-    ("fixed", "complete", {"ipv6_data_fin": "fail"}, results.REGRESSION),
-    ("fixed", "complete", {"ipv4_ctl_data_urg": "fail"}, results.REGRESSION),
-    ("fixed", "complete", {"ipv4_data_data": "skip"}, results.INCONCLUSIVE),
+    ("fixed", "complete", {"backlog.ipv6.data_fin": "fail"}, results.REGRESSION),
+    ("fixed", "complete", {"backlog.ipv4_ctl.data_urg": "fail"}, results.REGRESSION),
+    ("fixed", "complete", {"backlog.ipv4.data_data": "skip"}, results.INCONCLUSIVE),
     ("fixed", "incomplete", {}, results.INFRA),
     ("fixed", "complete", {results.RUN_CASE: "fail"}, results.INFRA),
     ("fixed", "complete", {"csum_rfc1071": "fail"}, results.REGRESSION),
     ("known-bad", "complete", dict(ALL_BAD, csum_rfc1071="fail"), results.INFRA),
     ("known-bad", "complete", ALL_BAD, results.CAUGHT),
-    ("known-bad", "complete", dict(ALL_BAD, ipv4_data_syn="fail"), results.CAUGHT),
+    ("known-bad", "complete", dict(ALL_BAD, ipv4_data_synack="fail"), results.CAUGHT),
     ("known-bad", "complete", {}, results.MISSED),
     ("known-bad", "complete", dict(ALL_BAD, ipv6_data_noack="pass"), results.MISSED),
     ("known-bad", "complete", dict(ALL_BAD, ipv4_data_rst="skip"), results.INCONCLUSIVE),
@@ -143,9 +152,9 @@ def test_job_verdict(variant, health, res, expect):
 
 
 def test_missing_case_is_infrastructure():
-    c = [x for x in cases() if x["case"] != "ipv6_data_rst"]
+    c = [x for x in cases() if x["case"] != "backlog.ipv6.data_rst"]
     assert results.job_verdict("fixed", "complete", c) == (results.INFRA,
-                                                           "results missing: ipv6_data_rst")
+                                                           "results missing: backlog.ipv6.data_rst")
 
 
 def test_run_verdict_and_json(tmp_path):
@@ -160,8 +169,8 @@ def test_run_verdict_and_json(tmp_path):
     loaded = json.loads((tmp_path / "results.json").read_text())
     assert len(loaded["results"]) == 2 * (len(results.GUEST_CASES) + 3)
     row = [r for r in loaded["results"]
-           if r["variant"] == "known-bad" and r["case"] == "ipv4_data_fin"][0]
-    assert row == {"arch": "x86_64", "variant": "known-bad", "case": "ipv4_data_fin", "result": "fail",
+           if r["variant"] == "known-bad" and r["case"] == "backlog.ipv4.data_fin"][0]
+    assert row == {"arch": "x86_64", "variant": "known-bad", "case": "backlog.ipv4.data_fin", "result": "fail",
                    "measurement": None, "units": None, "kernel_sha256": "k2", "rootfs_sha256": "r"}
     text = results.matrix(jobs)
     assert "FAIL" in text and "caught" in text
@@ -342,7 +351,7 @@ LAVACLI_RESULTS = """
    unit: '', metadata: {case: validate, definition: lava, result: pass}}
 - {id: '2', job: '7', name: job, result: fail, suite: lava, measurement: None, unit: '',
    metadata: {case: job, definition: lava, result: fail, error_msg: 'bootloader timed out'}}
-- {id: '3', job: '7', name: ipv4_data_fin, result: fail, suite: 0_kgate-backlog,
+- {id: '3', job: '7', name: backlog.ipv4.data_fin, result: fail, suite: 0_kgate-backlog,
    measurement: None, unit: '', metadata: {}}
 - {id: '4', job: '7', name: bulk_on_goodput, result: pass, suite: 1_kgate-bench,
    measurement: '98.400', unit: MB/s, metadata: {}}
@@ -353,7 +362,7 @@ def test_lab_results_parse_like_a_local_log():
     from kgate import lab
     cases, errors = lab.parse_results(LAVACLI_RESULTS)
     assert cases == [
-        {"definition": "0_kgate-backlog", "case": "ipv4_data_fin", "result": "fail"},
+        {"definition": "0_kgate-backlog", "case": "backlog.ipv4.data_fin", "result": "fail"},
         {"definition": "1_kgate-bench", "case": "bulk_on_goodput", "result": "pass",
          "measurement": 98.4, "units": "MB/s"},
     ]
@@ -452,13 +461,13 @@ def test_junit_one_suite_per_job():
     fixed = suites["x86_64.fixed"]
     assert fixed.get("failures") == "1" and fixed.get("skipped") == "1" and fixed.get("time") == "20.5"
     failed = [t.get("name") for t in fixed.iter("testcase") if t.find("failure") is not None]
-    assert failed == ["ipv4_data_fin"]
+    assert failed == ["backlog.ipv4.data_fin"]
     ratio = [t for t in fixed.iter("testcase") if t.get("name") == "bulk_ratio"][0]
     assert ratio.get("classname") == "x86_64.fixed.kgate-bench" and ratio.find("system-out").text == "1.02 x"
     # The control's expected failures pass; the one it passed is the failure.
     bad = suites["x86_64.known-bad"]
     assert [t.get("name") for t in bad.iter("testcase") if t.find("failure") is not None] == \
-        ["ipv6_data_rst"]
+        ["backlog.ipv6.data_rst"]
     infra = suites["mips.fixed"]
     assert infra.get("errors") == "1" and infra.find("testcase/error").get("message") == "job incomplete"
     assert root.get("failures") == "2" and root.get("errors") == "1"
@@ -482,7 +491,7 @@ def test_compare_finds_what_got_worse_and_better():
     same, failed = compare.compare(base, base)
     assert same == [] and not failed
     new_cases = [c for c in cases(ipv4_data_fin="fail", ipv6_data_data="skip")
-                 if c["case"] != "ipv6_flood"]
+                 if c["case"] != "backlog.ipv6.flood"]
     new = _doc([_job("x86_64", "fixed", results.REGRESSION, new_cases),
                 _job("x86_64", "known-bad", results.MISSED,
                      cases(**dict(ALL_BAD, ipv4_data_rst="pass"))),
@@ -490,12 +499,12 @@ def test_compare_finds_what_got_worse_and_better():
     lines, failed = compare.compare(base, new)
     text = "\n".join(lines)
     assert failed
-    assert "x86_64/fixed: NEW FAILURES: ipv4_data_fin" in text
-    assert "x86_64/fixed: fixed: ipv4_data_urg" in text
-    assert "x86_64/fixed: newly inconclusive: ipv6_data_data" in text
-    assert "x86_64/fixed: MISSING cases: ipv6_flood" in text
+    assert "x86_64/fixed: NEW FAILURES: backlog.ipv4.data_fin" in text
+    assert "x86_64/fixed: fixed: backlog.ipv4.data_urg" in text
+    assert "x86_64/fixed: newly inconclusive: backlog.ipv6.data_data" in text
+    assert "x86_64/fixed: MISSING cases: backlog.ipv6.flood" in text
     assert "x86_64/known-bad: verdict WORSE: caught -> missed" in text
-    assert "ipv4_data_rst (the control no longer fails it)" in text
+    assert "backlog.ipv4.data_rst (the control no longer fails it)" in text
     assert "mips/fixed: MISSING from the new run" in text
     assert "arm/fixed: new in this run (pass)" in text
 
@@ -525,7 +534,7 @@ def test_compare_command_and_baseline(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(compare, "BASELINE", str(tmp_path / "baseline" / "results.json"))
     assert cli.main(["baseline", str(base)]) == 0
     assert cli.main(["compare", "--", str(tmp_path / "baseline" / "results.json"), str(new)]) == 1
-    assert "NEW FAILURES: ipv4_data_fin" in capsys.readouterr().out
+    assert "NEW FAILURES: backlog.ipv4.data_fin" in capsys.readouterr().out
     assert cli.main(["compare", str(base), str(base)]) == 0
     (tmp_path / "bad.json").write_text("{}")
     assert cli.main(["compare", str(tmp_path / "bad.json"), str(base)]) == 2
@@ -599,7 +608,7 @@ def test_html_report_in_headless_chromium(tmp_path):
         pytest.skip("chromium not installed (make deps installs it)")
     jobs = [
         {"target": "x86_64", "variant": "fixed", "verdict": results.REGRESSION,
-         "reason": "failed: ipv4_data_fin", "seconds": 20.0, "log": "x86_64-fixed/lava.log",
+         "reason": "failed: backlog.ipv4.data_fin", "seconds": 20.0, "log": "x86_64-fixed/lava.log",
          "cases": cases(ipv4_data_fin="fail", ipv6_data_data="skip")},
         {"target": "x86_64", "variant": "known-bad", "verdict": results.CAUGHT, "reason": "",
          "seconds": 30.0, "log": "x86_64-known-bad/lava.log", "cases": cases(**ALL_BAD)},
@@ -641,10 +650,10 @@ def test_html_report_in_headless_chromium(tmp_path):
     p = Cells()
     p.feed(dom)
     assert p.gate == "REGRESSION"
-    assert p.cells[("ipv4_data_fin", "x86_64/fixed")] == ("fail", "FAIL")
-    assert p.cells[("ipv4_data_fin", "x86_64/known-bad")] == ("xfail", "fail (expected)")
-    assert p.cells[("ipv6_data_data", "x86_64/fixed")] == ("skip", "skip")
-    assert p.cells[("ipv4_data_data", "x86_64/known-bad")] == ("pass", "pass")
+    assert p.cells[("backlog.ipv4.data_fin", "x86_64/fixed")] == ("fail", "FAIL")
+    assert p.cells[("backlog.ipv4.data_fin", "x86_64/known-bad")] == ("xfail", "fail (expected)")
+    assert p.cells[("backlog.ipv6.data_data", "x86_64/fixed")] == ("skip", "skip")
+    assert p.cells[("backlog.ipv4.data_data", "x86_64/known-bad")] == ("pass", "pass")
     assert len(p.cells) == 2 * (len(results.GUEST_CASES) + 3)
     assert "<h1>kgate run r&lt;1&gt;</h1>" in dom      # text is escaped
 
@@ -656,7 +665,7 @@ def test_soak_reports_what_changed():
     lines, counts = soak.flips([a, a, a])
     assert lines == [] and counts["changed"] == 0 and counts["runs"] == 3
     lines, counts = soak.flips([a, b, a])
-    assert lines == ["x86_64/fixed ipv4_data_data: pass skip pass",
+    assert lines == ["x86_64/fixed backlog.ipv4.data_data: pass skip pass",
                      "x86_64/fixed verdict: pass inconclusive pass"]
     assert counts["changed"] == 2
     with pytest.raises(common.KgateError):
