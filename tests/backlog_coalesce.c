@@ -65,6 +65,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <netinet/in.h>
+#include <linux/sock_diag.h>
 #include <linux/tcp.h>
 #include <poll.h>
 #include <pthread.h>
@@ -138,6 +139,7 @@ struct seg {
 struct held {
 	struct nstat before, during, after;
 	bool held;
+	unsigned int backlog;	/* sk_backlog.len after the injection */
 	struct timespec b_sent;	/* CLOCK_REALTIME before B was written */
 };
 
@@ -318,6 +320,21 @@ struct receiver {
 	int err;
 };
 
+/*
+ * Bytes queued in the socket's backlog (SO_MEMINFO reads it without
+ * taking the socket lock, so it works while the socket is held).
+ */
+static int backlog_len(int fd, unsigned int *len)
+{
+	uint32_t mem[SK_MEMINFO_VARS];
+	socklen_t n = sizeof(mem);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_MEMINFO, mem, &n) || n <= SK_MEMINFO_BACKLOG * 4)
+		return -1;
+	*len = mem[SK_MEMINFO_BACKLOG];
+	return 0;
+}
+
 static void *receiver_main(void *arg)
 {
 	struct receiver *rx = arg;
@@ -374,6 +391,7 @@ static enum verdict run_segs(FIXTURE_DATA(backlog) *self, enum mode mode,
 		if (inject(self, bc, h))
 			werr = errno;
 		bad |= nstat_read(&h->during);
+		bad |= backlog_len(self->c.fd, &h->backlog);
 	}
 	uffd_resolve(&self->hold);
 	if (!h->held)
@@ -388,6 +406,9 @@ static enum verdict run_segs(FIXTURE_DATA(backlog) *self, enum mode mode,
 				  strerror(werr));
 	if (bad)
 		return set_result(r, V_SKIP, "inconclusive: a counter read failed");
+	if (!h->backlog)
+		return set_result(r, V_SKIP,
+				  "inconclusive: the socket was held, yet its backlog stayed empty");
 	if (rx.ret != 1 || self->hold.page[0] != stream_byte(start))
 		return set_result(r, V_FAIL,
 				  "held recv() returned %zd (%s), byte 0x%02x, expected 1 byte 0x%02x",
