@@ -143,8 +143,8 @@ struct held {
 	struct timespec b_sent;	/* CLOCK_REALTIME before B was written */
 };
 
-FIXTURE(backlog)
-{
+/* One test's device, connection and stream: the fixture's data. */
+struct bl {
 	struct peer_dev dev;
 	struct peer_conn c;
 	struct uffd_hold hold;
@@ -154,6 +154,11 @@ FIXTURE(backlog)
 	uint32_t fin_end;	/* sequence after our FIN, 0 if none */
 	struct timespec deadline;
 	char na[160];		/* why the case cannot run here */
+};
+
+FIXTURE(backlog)
+{
+	struct bl b;
 };
 
 FIXTURE_VARIANT(backlog)
@@ -170,8 +175,8 @@ FIXTURE_VARIANT_ADD(backlog, ipv6_off) { .v6 = true, .mode = M_OFF };
 FIXTURE_VARIANT_ADD(backlog, ipv6_ctl) { .v6 = true, .mode = M_CTL };
 
 struct bcase;
-typedef enum verdict (*check_fn)(FIXTURE_DATA(backlog) *self,
-				 const FIXTURE_VARIANT(backlog) *variant,
+typedef enum verdict (*check_fn)(struct bl *self,
+				 enum mode mode,
 				 const struct bcase *bc, const struct held *h,
 				 struct result *r);
 
@@ -198,7 +203,7 @@ static enum verdict set_result(struct result *r, enum verdict v,
 	return v;
 }
 
-static int capped_ms(FIXTURE_DATA(backlog) *self, int cap)
+static int capped_ms(struct bl *self, int cap)
 {
 	int left = ms_left(&self->deadline);
 
@@ -207,58 +212,61 @@ static int capped_ms(FIXTURE_DATA(backlog) *self, int cap)
 
 FIXTURE_SETUP(backlog)
 {
+	struct bl *b = &self->b;
 	char why[160];
 
-	deadline_in(&self->deadline, case_ms);
-	self->dev.fd = -1;
-	self->lfd = -1;
-	self->c.fd = -1;
-	self->hold.fd = -1;
+	deadline_in(&b->deadline, case_ms);
+	b->dev.fd = -1;
+	b->lfd = -1;
+	b->c.fd = -1;
+	b->hold.fd = -1;
 	ASSERT_EQ(0, peer_netns())
 		TH_LOG("unshare(CLONE_NEWNET): %s (needs root)", strerror(errno));
 	if (variant->mode == M_OFF && !has_sysctl()) {
-		snprintf(self->na, sizeof(self->na),
+		snprintf(b->na, sizeof(b->na),
 			 "net.ipv4.tcp_backlog_coalesce absent (a kernel without the kgate patch)");
 		return;
 	}
 	if (variant->mode == M_OFF)
 		ASSERT_EQ(0, set_coalesce(0))
 			TH_LOG("setting tcp_backlog_coalesce: %s", strerror(errno));
-	if (peer_dev_open(&self->dev, DEV_NAME, false, variant->v6, why, sizeof(why))) {
+	if (peer_dev_open(&b->dev, DEV_NAME, false, variant->v6, why, sizeof(why))) {
 		/* A kernel without IPv6 cannot run the IPv6 variants. */
 		if (variant->v6 && strstr(why, "no IPv6")) {
-			snprintf(self->na, sizeof(self->na), "%s", why);
+			snprintf(b->na, sizeof(b->na), "%s", why);
 			return;
 		}
 		ASSERT_TRUE(false) TH_LOG("%s", why);
 	}
-	self->lfd = peer_listen(variant->v6, LISTEN_PORT, 0);
-	ASSERT_LE(0, self->lfd) TH_LOG("listening socket: %s", strerror(errno));
-	ASSERT_EQ(0, uffd_open(&self->hold)) TH_LOG("userfaultfd: %s", strerror(errno));
+	b->lfd = peer_listen(variant->v6, LISTEN_PORT, 0);
+	ASSERT_LE(0, b->lfd) TH_LOG("listening socket: %s", strerror(errno));
+	ASSERT_EQ(0, uffd_open(&b->hold)) TH_LOG("userfaultfd: %s", strerror(errno));
 	/* Only MSS offered: no timestamps, no window scaling, no SACK. */
-	self->c.window = PEER_WINDOW;
+	b->c.window = PEER_WINDOW;
 	{
 		const uint16_t mss = variant->v6 ? 1440 : 1460;
 		const uint8_t mss_opt[4] = { 2, 4, mss >> 8, mss & 0xff };
 
-		ASSERT_EQ(0, peer_conn_open(&self->c, &self->dev, self->lfd, variant->v6,
+		ASSERT_EQ(0, peer_conn_open(&b->c, &b->dev, b->lfd, variant->v6,
 					    LISTEN_PORT, PEER_PORT, mss_opt, sizeof(mss_opt),
-					    ms_left(&self->deadline), why, sizeof(why)))
+					    ms_left(&b->deadline), why, sizeof(why)))
 			TH_LOG("%s", why);
 	}
 }
 
 FIXTURE_TEARDOWN(backlog)
 {
-	peer_conn_close(&self->c);
-	uffd_close(&self->hold);
-	if (self->lfd >= 0)
-		close(self->lfd);
-	peer_dev_close(&self->dev);
+	struct bl *b = &self->b;
+
+	peer_conn_close(&b->c);
+	uffd_close(&b->hold);
+	if (b->lfd >= 0)
+		close(b->lfd);
+	peer_dev_close(&b->dev);
 }
 
 /* Send a segment of the test stream at stream offset off. */
-static int send_at(FIXTURE_DATA(backlog) *self, uint32_t off, const struct seg *sg)
+static int send_at(struct bl *self, uint32_t off, const struct seg *sg)
 {
 	uint8_t data[2048];
 	struct pkt_tcp s = {
@@ -288,12 +296,12 @@ static int send_at(FIXTURE_DATA(backlog) *self, uint32_t off, const struct seg *
 }
 
 /* Send the next segment of the stream (after sg->gap skipped bytes). */
-static int send_next(FIXTURE_DATA(backlog) *self, const struct seg *sg)
+static int send_next(struct bl *self, const struct seg *sg)
 {
 	return send_at(self, self->sent + sg->gap, sg);
 }
 
-static int inject(FIXTURE_DATA(backlog) *self, const struct bcase *bc,
+static int inject(struct bl *self, const struct bcase *bc,
 		  struct held *h)
 {
 	const struct seg flood = { .flags = PKT_ACK, .len = FLOOD_LEN };
@@ -354,7 +362,7 @@ static void *receiver_main(void *arg)
  * hold modes while a 1-byte recv() holds the socket, without a hold in
  * control mode. V_PASS when all of it ran and every counter was read.
  */
-static enum verdict run_segs(FIXTURE_DATA(backlog) *self, enum mode mode,
+static enum verdict run_segs(struct bl *self, enum mode mode,
 			     const struct bcase *bc, struct held *h,
 			     struct result *r)
 {
@@ -424,7 +432,7 @@ static enum verdict run_segs(FIXTURE_DATA(backlog) *self, enum mode mode,
  * ETIMEDOUT; *bad is the first offset whose byte was wrong, or -1. With
  * ts, the last receive timestamp seen (zero if none).
  */
-static size_t read_stream(FIXTURE_DATA(backlog) *self, size_t want, int ms,
+static size_t read_stream(struct bl *self, size_t want, int ms,
 			  int *err, size_t *bad, struct timespec *ts)
 {
 	struct pollfd pfd = { .fd = self->c.fd, .events = POLLIN };
@@ -510,7 +518,7 @@ static int tcp_state(int fd)
 #define TCP_ST_CLOSE_WAIT	8
 
 /* Read up to offset end of the stream: all of it must arrive, intact. */
-static bool read_all_to(FIXTURE_DATA(backlog) *self, uint32_t end,
+static bool read_all_to(struct bl *self, uint32_t end,
 			struct result *r, struct timespec *ts)
 {
 	size_t want = end - self->rd, got, bad;
@@ -530,7 +538,7 @@ static bool read_all_to(FIXTURE_DATA(backlog) *self, uint32_t end,
 }
 
 /* Nothing more may arrive for a while; true if so. */
-static bool quiet(FIXTURE_DATA(backlog) *self, struct result *r, const char *what)
+static bool quiet(struct bl *self, struct result *r, const char *what)
 {
 	size_t got, bad;
 	int err;
@@ -551,7 +559,7 @@ static bool quiet(FIXTURE_DATA(backlog) *self, struct result *r, const char *wha
  * Wait for the kernel to acknowledge up to stream offset end (with
  * TCP_QUICKACK, no delayed ACK). Returns the offset it acknowledged.
  */
-static uint32_t acked_to(FIXTURE_DATA(backlog) *self, uint32_t end)
+static uint32_t acked_to(struct bl *self, uint32_t end)
 {
 	uint32_t base = self->c.iss + 1;
 	uint8_t buf[PEER_FRAME_MAX];
@@ -566,8 +574,8 @@ static uint32_t acked_to(FIXTURE_DATA(backlog) *self, uint32_t end)
 }
 
 /* Every byte sent arrives in order, and nothing more. */
-static enum verdict check_stream(FIXTURE_DATA(backlog) *self,
-				 const FIXTURE_VARIANT(backlog) *variant,
+static enum verdict check_stream(struct bl *self,
+				 enum mode mode,
 				 const struct bcase *bc, const struct held *h,
 				 struct result *r)
 {
@@ -578,8 +586,8 @@ static enum verdict check_stream(FIXTURE_DATA(backlog) *self,
 }
 
 /* All bytes; the kernel acknowledges all of them; later data arrives. */
-static enum verdict check_end_seq(FIXTURE_DATA(backlog) *self,
-				  const FIXTURE_VARIANT(backlog) *variant,
+static enum verdict check_end_seq(struct bl *self,
+				  enum mode mode,
 				  const struct bcase *bc, const struct held *h,
 				  struct result *r)
 {
@@ -602,8 +610,8 @@ static enum verdict check_end_seq(FIXTURE_DATA(backlog) *self,
 }
 
 /* All bytes, then EOF; CLOSE_WAIT; the kernel acknowledged the FIN. */
-static enum verdict check_fin(FIXTURE_DATA(backlog) *self,
-			      const FIXTURE_VARIANT(backlog) *variant,
+static enum verdict check_fin(struct bl *self,
+			      enum mode mode,
 			      const struct bcase *bc, const struct held *h,
 			      struct result *r)
 {
@@ -637,8 +645,8 @@ static enum verdict check_fin(FIXTURE_DATA(backlog) *self,
 }
 
 /* Data before the RST may be read; then ECONNRESET, nothing after. */
-static enum verdict check_rst(FIXTURE_DATA(backlog) *self,
-			      const FIXTURE_VARIANT(backlog) *variant,
+static enum verdict check_rst(struct bl *self,
+			      enum mode mode,
 			      const struct bcase *bc, const struct held *h,
 			      struct result *r)
 {
@@ -659,8 +667,8 @@ static enum verdict check_rst(FIXTURE_DATA(backlog) *self,
 }
 
 /* SYN|ACK on an established connection: challenged, survives. */
-static enum verdict check_synack(FIXTURE_DATA(backlog) *self,
-				 const FIXTURE_VARIANT(backlog) *variant,
+static enum verdict check_synack(struct bl *self,
+				 enum mode mode,
 				 const struct bcase *bc, const struct held *h,
 				 struct result *r)
 {
@@ -687,8 +695,8 @@ static enum verdict check_synack(FIXTURE_DATA(backlog) *self,
 }
 
 /* The ACK-less B is discarded: its bytes never reach the reader. */
-static enum verdict check_noack(FIXTURE_DATA(backlog) *self,
-				const FIXTURE_VARIANT(backlog) *variant,
+static enum verdict check_noack(struct bl *self,
+				enum mode mode,
 				const struct bcase *bc, const struct held *h,
 				struct result *r)
 {
@@ -704,7 +712,7 @@ static enum verdict check_noack(FIXTURE_DATA(backlog) *self,
  * Out of order, a hole where a segment was dropped or skipped: nothing
  * beyond it arrives until it is filled, then everything once.
  */
-static enum verdict fill_hole(FIXTURE_DATA(backlog) *self, uint32_t hole,
+static enum verdict fill_hole(struct bl *self, uint32_t hole,
 			      const struct seg *fill, struct result *r)
 {
 	if (!read_all_to(self, hole, r, NULL) || !quiet(self, r, "across the hole"))
@@ -719,8 +727,8 @@ static enum verdict fill_hole(FIXTURE_DATA(backlog) *self, uint32_t hole,
 }
 
 /* The ACK-less A is discarded; B waits out of order until A comes. */
-static enum verdict check_noack_data(FIXTURE_DATA(backlog) *self,
-				     const FIXTURE_VARIANT(backlog) *variant,
+static enum verdict check_noack_data(struct bl *self,
+				     enum mode mode,
 				     const struct bcase *bc, const struct held *h,
 				     struct result *r)
 {
@@ -729,8 +737,8 @@ static enum verdict check_noack_data(FIXTURE_DATA(backlog) *self,
 	return fill_hole(self, self->sent - bc->segs[1].len - a.len, &a, r);
 }
 
-static enum verdict check_gap(FIXTURE_DATA(backlog) *self,
-			      const FIXTURE_VARIANT(backlog) *variant,
+static enum verdict check_gap(struct bl *self,
+			      enum mode mode,
 			      const struct bcase *bc, const struct held *h,
 			      struct result *r)
 {
@@ -740,8 +748,8 @@ static enum verdict check_gap(FIXTURE_DATA(backlog) *self,
 }
 
 /* B's bad checksum: dropped and counted; its bytes once resent. */
-static enum verdict check_csum(FIXTURE_DATA(backlog) *self,
-			       const FIXTURE_VARIANT(backlog) *variant,
+static enum verdict check_csum(struct bl *self,
+			       enum mode mode,
 			       const struct bcase *bc, const struct held *h,
 			       struct result *r)
 {
@@ -756,8 +764,8 @@ static enum verdict check_csum(FIXTURE_DATA(backlog) *self,
 }
 
 /* Urgent byte (B's last) out of band; the rest in order. */
-static enum verdict check_urg(FIXTURE_DATA(backlog) *self,
-			      const FIXTURE_VARIANT(backlog) *variant,
+static enum verdict check_urg(struct bl *self,
+			      enum mode mode,
 			      const struct bcase *bc, const struct held *h,
 			      struct result *r)
 {
@@ -782,8 +790,8 @@ static enum verdict check_urg(FIXTURE_DATA(backlog) *self,
 }
 
 /* The kernel's data is acknowledged: nothing left in flight. */
-static enum verdict check_acked(FIXTURE_DATA(backlog) *self,
-				const FIXTURE_VARIANT(backlog) *variant,
+static enum verdict check_acked(struct bl *self,
+				enum mode mode,
 				const struct bcase *bc, const struct held *h,
 				struct result *r)
 {
@@ -808,8 +816,8 @@ static enum verdict check_acked(FIXTURE_DATA(backlog) *self,
 }
 
 /* The kernel's send window is the one B advertised. */
-static enum verdict check_window(FIXTURE_DATA(backlog) *self,
-				 const FIXTURE_VARIANT(backlog) *variant,
+static enum verdict check_window(struct bl *self,
+				 enum mode mode,
 				 const struct bcase *bc, const struct held *h,
 				 struct result *r)
 {
@@ -829,8 +837,8 @@ static enum verdict check_window(FIXTURE_DATA(backlog) *self,
 }
 
 /* The merged data carries B's receive timestamp, not A's. */
-static enum verdict check_tstamp(FIXTURE_DATA(backlog) *self,
-				 const FIXTURE_VARIANT(backlog) *variant,
+static enum verdict check_tstamp(struct bl *self,
+				 enum mode mode,
 				 const struct bcase *bc, const struct held *h,
 				 struct result *r)
 {
@@ -857,8 +865,8 @@ static enum verdict check_tstamp(FIXTURE_DATA(backlog) *self,
  * limit drops some, and the application gets exactly what the kernel
  * acknowledged, intact. Control (no backlog): the same.
  */
-static enum verdict check_flood(FIXTURE_DATA(backlog) *self,
-				const FIXTURE_VARIANT(backlog) *variant,
+static enum verdict check_flood(struct bl *self,
+				enum mode mode,
 				const struct bcase *bc, const struct held *h,
 				struct result *r)
 {
@@ -874,7 +882,7 @@ static enum verdict check_flood(FIXTURE_DATA(backlog) *self,
 	     FLOOD_SEGS, FLOOD_LEN, merged, drops, got, want, acked, self->rd);
 	if (bad != (size_t)-1)
 		return set_result(r, V_FAIL, "stream corrupted at offset %zu", bad);
-	if (variant->mode == M_HOLD) {
+	if (mode == M_HOLD) {
 		if (drops)
 			return set_result(r, V_FAIL, "coalescing on, yet TCPBacklogDrop +%lld",
 					  drops);
@@ -886,7 +894,7 @@ static enum verdict check_flood(FIXTURE_DATA(backlog) *self,
 			return set_result(r, V_FAIL, "received %zu of %zu bytes, then %s", got,
 					  want, err_name(err));
 	}
-	if (variant->mode == M_OFF && !drops)
+	if (mode == M_OFF && !drops)
 		return set_result(r, V_FAIL,
 				  "%d segments held with merging off, yet no TCPBacklogDrop: the backlog limit is gone",
 				  FLOOD_SEGS);
@@ -902,7 +910,7 @@ static enum verdict check_flood(FIXTURE_DATA(backlog) *self,
 }
 
 /* The kernel sends KDATA_LEN bytes, which the peer leaves unacknowledged. */
-static enum verdict kernel_sends(FIXTURE_DATA(backlog) *self, struct result *r)
+static enum verdict kernel_sends(struct bl *self, struct result *r)
 {
 	uint8_t data[KDATA_LEN], buf[PEER_FRAME_MAX];
 	uint32_t end = self->c.irs + 1 + KDATA_LEN;
@@ -921,7 +929,7 @@ static enum verdict kernel_sends(FIXTURE_DATA(backlog) *self, struct result *r)
 }
 
 /* Receive timestamps on, and seen on a first piece of data. */
-static enum verdict tstamp_on(FIXTURE_DATA(backlog) *self, struct result *r)
+static enum verdict tstamp_on(struct bl *self, struct result *r)
 {
 	const struct seg probe = { .flags = PKT_ACK | PKT_PSH, .len = PRIME_LEN };
 	struct timespec ts;
@@ -955,7 +963,7 @@ static long long delta(const struct held *h, enum nstat_id id, bool release)
  * of the merged header could pass (its merged skb would miss the fast
  * path for another reason and the FIN would still be seen).
  */
-static enum verdict fast_path_evidence(FIXTURE_DATA(backlog) *self,
+static enum verdict fast_path_evidence(struct bl *self,
 				       const struct bcase *bc, struct result *r)
 {
 	struct bcase pair = *bc;
@@ -976,20 +984,20 @@ static enum verdict fast_path_evidence(FIXTURE_DATA(backlog) *self,
 }
 
 /* The kernel's decision: merged or not, against what the mode wants. */
-static enum verdict decide(const FIXTURE_VARIANT(backlog) *variant,
+static enum verdict decide(enum mode mode,
 			   const struct bcase *bc, const struct held *h,
 			   struct result *r)
 {
 	long long merged = delta(h, NS_COALESCE, false);
-	bool may_merge = variant->mode == M_HOLD && bc->merge == MERGE_REQUIRED;
+	bool may_merge = mode == M_HOLD && bc->merge == MERGE_REQUIRED;
 	char sem[sizeof(r->why)];
 
 	if (merged > 0 && !may_merge) {
 		snprintf(sem, sizeof(sem), "%s", r->why);
 		return set_result(r, V_FAIL, "merged in the backlog (TCPBacklogCoalesce +%lld) %s; %s",
 				  merged,
-				  variant->mode == M_HOLD ? "where it must not be" :
-				  variant->mode == M_OFF ? "with tcp_backlog_coalesce=0" :
+				  mode == M_HOLD ? "where it must not be" :
+				  mode == M_OFF ? "with tcp_backlog_coalesce=0" :
 				  "with no backlog at all", sem);
 	}
 	if (bc->fin_evidence && may_merge && merged > 0 && delta(h, NS_HPHITS, true) > 0) {
@@ -1007,15 +1015,15 @@ static enum verdict decide(const FIXTURE_VARIANT(backlog) *variant,
 	if (may_merge && bc->fast_path && delta(h, NS_HPHITS, true) < 1)
 		return set_result(r, V_SKIP,
 				  "inconclusive: the merged segment missed the fast path (TCPHPHits +0)");
-	if (variant->mode != M_CTL && bc->nsegs && delta(h, NS_BACKLOGDROP, false))
+	if (mode != M_CTL && bc->nsegs && delta(h, NS_BACKLOGDROP, false))
 		return set_result(r, V_SKIP, "inconclusive: the backlog dropped %lld segments",
 				  delta(h, NS_BACKLOGDROP, false));
 	return V_PASS;
 }
 
 static void run_case(struct __test_metadata *_metadata,
-		     FIXTURE_DATA(backlog) *self,
-		     const FIXTURE_VARIANT(backlog) *variant,
+		     struct bl *self,
+		     enum mode mode,
 		     const struct bcase *bc)
 {
 	struct result r = { V_PASS, "" };
@@ -1027,16 +1035,16 @@ static void run_case(struct __test_metadata *_metadata,
 		goto out;
 	if (bc->tstamp && tstamp_on(self, &r) != V_PASS)
 		goto out;
-	if (bc->fin_evidence && variant->mode == M_HOLD &&
+	if (bc->fin_evidence && mode == M_HOLD &&
 	    fast_path_evidence(self, bc, &r) != V_PASS)
 		goto out;
-	if (run_segs(self, variant->mode, bc, &h, &r) != V_PASS)
+	if (run_segs(self, mode, bc, &h, &r) != V_PASS)
 		goto out;
 	diag("TCPBacklogCoalesce %+lld, TCPBacklogDrop %+lld while injecting; TCPHPHits %+lld in the release",
 	     delta(&h, NS_COALESCE, false), delta(&h, NS_BACKLOGDROP, false),
 	     delta(&h, NS_HPHITS, true));
-	bc->check(self, variant, bc, &h, &r);
-	decide(variant, bc, &h, &r);
+	bc->check(self, mode, bc, &h, &r);
+	decide(mode, bc, &h, &r);
 out:
 	switch (r.v) {
 	case V_PASS:
@@ -1064,7 +1072,7 @@ TEST_F(backlog, data_data)
 		.check = check_stream, .fast_path = true,
 	};
 
-	run_case(_metadata, self, variant, &bc);
+	run_case(_metadata, &self->b, variant->mode, &bc);
 }
 
 /* A without PSH, B with it: merged (flags may differ there); all bytes. */
@@ -1076,7 +1084,7 @@ TEST_F(backlog, data_psh)
 		.check = check_stream,
 	};
 
-	run_case(_metadata, self, variant, &bc);
+	run_case(_metadata, &self->b, variant->mode, &bc);
 }
 
 /*
@@ -1092,7 +1100,7 @@ TEST_F(backlog, data_fin)
 		.check = check_fin, .fin_evidence = true,
 	};
 
-	run_case(_metadata, self, variant, &bc);
+	run_case(_metadata, &self->b, variant->mode, &bc);
 }
 
 /* A, RST|ACK at the next sequence: not merged; the connection resets. */
@@ -1104,7 +1112,7 @@ TEST_F(backlog, data_rst)
 		.check = check_rst,
 	};
 
-	run_case(_metadata, self, variant, &bc);
+	run_case(_metadata, &self->b, variant->mode, &bc);
 }
 
 /*
@@ -1119,7 +1127,7 @@ TEST_F(backlog, data_synack)
 		.check = check_synack,
 	};
 
-	run_case(_metadata, self, variant, &bc);
+	run_case(_metadata, &self->b, variant->mode, &bc);
 }
 
 /* A, B without ACK: not merged; B is discarded, A arrives. */
@@ -1131,7 +1139,7 @@ TEST_F(backlog, data_noack)
 		.check = check_noack,
 	};
 
-	run_case(_metadata, self, variant, &bc);
+	run_case(_metadata, &self->b, variant->mode, &bc);
 }
 
 /* A without ACK, B: not merged; A discarded, B only after A is resent. */
@@ -1143,7 +1151,7 @@ TEST_F(backlog, noack_data)
 		.check = check_noack_data,
 	};
 
-	run_case(_metadata, self, variant, &bc);
+	run_case(_metadata, &self->b, variant->mode, &bc);
 }
 
 /* A, B|URG (its last byte urgent): not merged; urgent byte out of band. */
@@ -1156,7 +1164,7 @@ TEST_F(backlog, data_urg)
 		.check = check_urg,
 	};
 
-	run_case(_metadata, self, variant, &bc);
+	run_case(_metadata, &self->b, variant->mode, &bc);
 }
 
 /* A, B|ECE: not merged; all bytes. */
@@ -1168,7 +1176,7 @@ TEST_F(backlog, data_ece)
 		.check = check_stream,
 	};
 
-	run_case(_metadata, self, variant, &bc);
+	run_case(_metadata, &self->b, variant->mode, &bc);
 }
 
 /* A, B|CWR: not merged; all bytes. */
@@ -1180,7 +1188,7 @@ TEST_F(backlog, data_cwr)
 		.check = check_stream,
 	};
 
-	run_case(_metadata, self, variant, &bc);
+	run_case(_metadata, &self->b, variant->mode, &bc);
 }
 
 /*
@@ -1196,7 +1204,7 @@ TEST_F(backlog, opts_data)
 		.check = check_stream,
 	};
 
-	run_case(_metadata, self, variant, &bc);
+	run_case(_metadata, &self->b, variant->mode, &bc);
 }
 
 /* Same option length, other option bytes: not merged; all bytes. */
@@ -1209,7 +1217,7 @@ TEST_F(backlog, data_tsval)
 		.check = check_stream,
 	};
 
-	run_case(_metadata, self, variant, &bc);
+	run_case(_metadata, &self->b, variant->mode, &bc);
 }
 
 /* Identical options on both: merged; all bytes. */
@@ -1222,7 +1230,7 @@ TEST_F(backlog, opts_opts)
 		.check = check_stream,
 	};
 
-	run_case(_metadata, self, variant, &bc);
+	run_case(_metadata, &self->b, variant->mode, &bc);
 }
 
 /* B with another DS field: not merged; all bytes. */
@@ -1234,7 +1242,7 @@ TEST_F(backlog, data_tos)
 		.check = check_stream,
 	};
 
-	run_case(_metadata, self, variant, &bc);
+	run_case(_metadata, &self->b, variant->mode, &bc);
 }
 
 /* A, a hole, B: not merged; all bytes once the hole is filled. */
@@ -1246,7 +1254,7 @@ TEST_F(backlog, data_gap)
 		.check = check_gap,
 	};
 
-	run_case(_metadata, self, variant, &bc);
+	run_case(_metadata, &self->b, variant->mode, &bc);
 }
 
 /*
@@ -1263,7 +1271,7 @@ TEST_F(backlog, data_csum)
 		.check = check_csum,
 	};
 
-	run_case(_metadata, self, variant, &bc);
+	run_case(_metadata, &self->b, variant->mode, &bc);
 }
 
 /* A, B: merged; acknowledged through B's end; later data delivered. */
@@ -1275,7 +1283,7 @@ TEST_F(backlog, end_seq)
 		.check = check_end_seq,
 	};
 
-	run_case(_metadata, self, variant, &bc);
+	run_case(_metadata, &self->b, variant->mode, &bc);
 }
 
 /*
@@ -1291,7 +1299,7 @@ TEST_F(backlog, ack_new)
 		.check = check_acked, .kdata = true,
 	};
 
-	run_case(_metadata, self, variant, &bc);
+	run_case(_metadata, &self->b, variant->mode, &bc);
 }
 
 /*
@@ -1307,7 +1315,7 @@ TEST_F(backlog, ack_old)
 		.check = check_acked, .kdata = true,
 	};
 
-	run_case(_metadata, self, variant, &bc);
+	run_case(_metadata, &self->b, variant->mode, &bc);
 }
 
 /* B advertises another window: merged; the send window is B's. */
@@ -1320,7 +1328,7 @@ TEST_F(backlog, window)
 		.check = check_window,
 	};
 
-	run_case(_metadata, self, variant, &bc);
+	run_case(_metadata, &self->b, variant->mode, &bc);
 }
 
 /* B 20 ms after A: merged; the data's receive timestamp is B's. */
@@ -1333,7 +1341,7 @@ TEST_F(backlog, rx_tstamp)
 		.check = check_tstamp, .tstamp = true,
 	};
 
-	run_case(_metadata, self, variant, &bc);
+	run_case(_metadata, &self->b, variant->mode, &bc);
 }
 
 /*
@@ -1347,7 +1355,7 @@ TEST_F(backlog, flood)
 		MERGE_REQUIRED, .nsegs = 0, .check = check_flood,
 	};
 
-	run_case(_metadata, self, variant, &bc);
+	run_case(_metadata, &self->b, variant->mode, &bc);
 }
 
 TEST_HARNESS_MAIN

@@ -251,23 +251,37 @@ static int ksft_cli_run(const struct ksft_cli *cli)
 	exit(tl.fail ? KSFT_FAIL : tl.inconclusive ? KSFT_SKIP : KSFT_PASS);
 }
 
+/* Whether the selftest has variants: --family and --mode apply. */
+static bool ksft_cli_has_variants(void)
+{
+	struct __fixture_metadata *f;
+
+	for (f = __fixture_list; f; f = f->next)
+		if (f->variant)
+			return true;
+	return false;
+}
+
 static void ksft_cli_usage(FILE *out, const char *prog, const char *about)
 {
 	fprintf(out,
 		"Usage: %s [options]\n%s\n"
 		"  -c, --case NAME     run only this: a full name from --list\n"
 		"                      (fixture.variant.test), a test name for all its\n"
-		"                      variants, or a variant name; repeatable\n"
-		"  -f, --family F      only the variants of family F (ipv4, ipv6)\n"
-		"  -m, --mode M        only the variants of mode M (hold, off, ctl)\n"
+		"                      variants, or a variant name; repeatable\n",
+		prog, about);
+	if (ksft_cli_has_variants())
+		fprintf(out,
+			"  -f, --family F      only the variants of family F (ipv4, ipv6)\n"
+			"  -m, --mode M        only the variants of mode M (hold, off, ctl)\n");
+	fprintf(out,
 		"  -l, --list          list the selected names and exit\n"
 		"  -n, --repeat N      run the selection N times (default 1)\n"
 		"  -t, --timeout MS    deadline of each test (default: its own)\n"
 		"  -p, --ptest         Yocto ptest output (PASS:/FAIL:/SKIP: name)\n"
 		"  -h, --help          this text\n\n"
 		"Output: KTAP. Exit status: 0 all passed (or not applicable), 1 a test\n"
-		"failed, 4 none failed but one was inconclusive, 2 usage.\n",
-		prog, about);
+		"failed, 4 none failed but one was inconclusive, 2 usage.\n");
 }
 
 /*

@@ -705,3 +705,13 @@ void uffd_resolve(struct uffd_hold *h)
 	if (ioctl(h->fd, UFFDIO_COPY, &cp) && errno != EEXIST)
 		diag("UFFDIO_COPY: %s", strerror(errno));
 }
+
+size_t peer_dev_hdr(const struct peer_dev *d, uint8_t *buf, uint16_t proto)
+{
+	if (!d->tap)
+		return 0;
+	memcpy(buf, d->mac, 6);
+	memcpy(buf + 6, peer_mac, 6);
+	pkt_put16(buf + 12, proto);
+	return PEER_ETH_HLEN;
+}

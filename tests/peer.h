@@ -42,7 +42,7 @@ extern const uint8_t peer_local6[16];	/* 2001:2::1 */
 extern const uint8_t peer_remote6[16];	/* 2001:2::2 */
 
 /* A KTAP diagnostic line ("# ..."), flushed. */
-void diag(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void diag(const char *fmt, ...);
 
 /* The byte at offset off of every test stream. */
 uint8_t stream_byte(uint32_t off);
@@ -181,5 +181,14 @@ void uffd_resolve(struct uffd_hold *h);
  */
 bool peer_fault(const char *what);
 #endif
+
+/*
+ * The link-layer header of a packet the peer writes into d, into buf:
+ * for tap an Ethernet header to the device's address from the peer's,
+ * of type proto (ETH_P_IP, ETH_P_IPV6), PEER_ETH_HLEN bytes; for tun
+ * nothing. Returns its length. For writing a packet from pieces
+ * (writev()) rather than through peer_dev_write().
+ */
+size_t peer_dev_hdr(const struct peer_dev *d, uint8_t *buf, uint16_t proto);
 
 #endif /* KGATE_PEER_H */

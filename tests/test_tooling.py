@@ -201,9 +201,9 @@ def bench_cases(res=None, figs=None):
 
 @pytest.mark.parametrize("res,expect", [
     ({}, results.PASS),
-    ({"bulk_coalesced": "skip"}, results.PASS),          # one CPU: reported, not gating
-    ({"bulk_intact": "fail"}, results.REGRESSION),       # a broken stream
-    ({"drain_coalesced": "fail"}, results.REGRESSION),   # merged with the sysctl at 0
+    ({"bench.bulk": "skip"}, results.PASS),          # one CPU: reported, not gating
+    ({"bench.bulk": "fail"}, results.REGRESSION),    # a broken stream
+    ({"bench.drain": "fail"}, results.REGRESSION),   # merged with the sysctl at 0
     ({results.BENCH_RUN_CASE: "fail"}, results.INFRA),   # crashed
 ])
 def test_bench_part_of_the_verdict(res, expect):
@@ -218,7 +218,7 @@ def test_bench_missing_is_infrastructure_only_where_expected():
     # would make the known-bad job infrastructure); the control stays
     # judged by its own cases.
     v = results.job_verdict("known-bad", "complete", cases(**ALL_BAD) +
-                            bench_cases({"bulk_intact": "fail"}))
+                            bench_cases({"bench.bulk": "fail"}))
     assert v[0] == results.CAUGHT
 
 

@@ -24,10 +24,10 @@ UNIT_RUN_CASE = "test_pkt-run"
 # having caught the Linux 5.0 regression (held socket, coalescing on).
 KNOWN_BAD_MUST_FAIL = [f"{FIXTURE}.{fam}.{case}" for fam in FAMILIES
                        for case in ("data_fin", "data_rst", "data_noack")]
-# tests/backlog_bench, in its own test definition: four cases, its
-# '-run' case, and figures (cases carrying a measurement).
+# tests/backlog_bench, in its own test definition: two tests (fixture
+# bench), its '-run' case, and figures (cases carrying a measurement).
 BENCH_DEFINITION = "kgate-bench"
-BENCH_CASES = ["bulk_intact", "bulk_coalesced", "drain_intact", "drain_coalesced"]
+BENCH_CASES = ["bench.bulk", "bench.drain"]
 BENCH_RUN_CASE = "backlog_bench-run"
 SCHEMA_VERSION = 1
 

@@ -28,10 +28,10 @@ TEST_PROGRAMS = {
     # only really tested on a big-endian one
     "test_pkt": ["test_pkt.c", "pkt.c"],
     # receive goodput and backlog drain time, coalescing on and off
-    "backlog_bench": ["backlog_bench.c", "pkt.c", "harness.c"],
+    "backlog_bench": ["backlog_bench_main.c", "peer.c", "pkt.c"],
 }
 # Included, not compiled on their own.
-TEST_HEADERS = ["pkt.h", "peer.h", "harness.h", "ksft_cli.h", "backlog_coalesce.c"]
+TEST_HEADERS = ["pkt.h", "peer.h", "ksft_cli.h", "backlog_coalesce.c", "backlog_bench.c"]
 RECIPE = "2"
 
 
