@@ -12,6 +12,8 @@ PARALLEL ?= 2
 LAB      ?= default
 BASE_URL ?=
 DEVICE_TYPE ?= qemu
+# 'make mutants': only these mutants (names or numbers, e.g. 04 17); empty: all.
+MUTANT ?=
 # 'make compare': baseline and new run (folders or results.json).
 BASE ?=
 NEW ?=
@@ -19,7 +21,7 @@ RUN ?=
 BIND ?= 127.0.0.1
 PORT ?= 8011
 
-.PHONY: help deps list source kernel rootfs jobs run matrix compare baseline soak serve submit collect lab-up lab-down check checkpatch clean distclean
+.PHONY: help deps list source kernel rootfs jobs run matrix compare baseline soak mutants serve submit collect lab-up lab-down check checkpatch clean distclean
 
 help:
 	@echo "make deps        install every Debian package used (root; idempotent)"
@@ -29,6 +31,8 @@ help:
 	@echo "make baseline    save the latest run as the baseline (RUN= another run folder)"
 	@echo "make compare     compare the latest run (NEW=) with the baseline (BASE=); exit 1 if worse"
 	@echo "make soak        run the matrix N=3 times, list any result that changed (exit 1 if one did)"
+	@echo "make mutants     the mutation check: each kernel/mutants patch as the candidate kernel"
+	@echo "                 (ARCH=, default x86_64; MUTANT=04 17 for some); exit 1 if one passed"
 	@echo "make serve       serve the artifacts over http for a LAVA lab (BIND=, PORT=)"
 	@echo "make submit      submit the jobs to a LAVA lab and collect the results"
 	@echo "                 (LAB=lavacli identity, BASE_URL=artifact URL, DEVICE_TYPE=, ARCH=)"
@@ -40,6 +44,10 @@ help:
 	@echo "make jobs        render and validate the LAVA jobs of ARCH (default x86_64)"
 	@echo "make check       the project's tests (unit, native, checkpatch, end to end, LAVA lab)"
 	@echo "make checkpatch  scripts/checkpatch.pl on the kernel patches and the C tests"
+	@echo "make selftest-patch  write the backlog test as a patch for the kernel's selftests/net"
+	@echo "                 (build/selftest/0001-selftests-net-add-tcp-backlog-coalescing-test.patch)"
+	@echo "make selftest-check  apply that patch to a copy of the kernel tree, build it with"
+	@echo "                 net/Makefile, run it (root), checkpatch --strict it"
 	@echo "make clean       remove build outputs and runs, keep the kernel source and ccache"
 	@echo "make distclean   remove all of build/"
 
@@ -76,6 +84,9 @@ compare:
 soak:
 	$(KGATE) soak --parallel $(PARALLEL) $(or $(N),3) $(ARCH)
 
+mutants:
+	$(KGATE) mutants --parallel $(PARALLEL) $(foreach m,$(MUTANT),--mutant $(m)) $(ARCH)
+
 serve:
 	$(KGATE) serve --bind $(BIND) --port $(PORT) $(ARCH)
 
@@ -97,6 +108,14 @@ check:
 
 checkpatch:
 	sh tests/checkpatch.sh
+
+.PHONY: selftest-patch selftest-check
+
+selftest-patch:
+	@$(KGATE) selftest-patch
+
+selftest-check:
+	$(KGATE) selftest-check
 
 clean:
 	rm -rf build/kernels build/rootfs build/busybox build/tests build/native build/runs build/logs build/serve

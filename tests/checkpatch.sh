@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 src=$(/usr/bin/python3 tools/kgate.py source)
 cp="$src/scripts/checkpatch.pl"
 status=0
-for p in $(sed 's|^|kernel/patches/|' kernel/patches/series) $(sed 's|^|kernel/regressions/|' kernel/regressions/series); do
+mutants=$(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' -e 's|^|kernel/mutants/|' kernel/mutants/series)
+for p in $(sed 's|^|kernel/patches/|' kernel/patches/series) $(sed 's|^|kernel/regressions/|' kernel/regressions/series) $mutants; do
 	# From stdin: given a path inside a git work tree, checkpatch.pl
 	# mistakes the patch for a source file.
 	"$cp" --strict --no-tree --ignore UNKNOWN_COMMIT_ID -q - < "$p" || status=1

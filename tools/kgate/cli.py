@@ -2,8 +2,9 @@
 import argparse
 import os
 
-from . import bench, compare, figures, kernel, lab, render, results, rootfs, soak
+from . import bench, compare, figures, kernel, lab, mutants, render, results, rootfs, soak
 from . import run as runner
+from . import selftest
 from .common import (ALL_VARIANTS, CANDIDATE, TOP, VARIANTS, KgateError, load_targets, log,
                      target)
 
@@ -234,9 +235,55 @@ def cmd_soak(args):
     return code
 
 
+def cmd_mutants(args):
+    text, code, out_dir = mutants.check(args.target, args.mutant, parallel=args.parallel,
+                                        jobs=args.jobs)
+    print(text)
+    print(f"Mutants: {os.path.relpath(os.path.join(out_dir, 'mutants.json'), TOP)}")
+    return code
+
+
 def cmd_bench(args):
     print(bench.bench(args.target or None, cold=args.cold, parallel=args.parallel))
     return 0
+
+
+# --- the selftest in upstream form (make selftest-patch, selftest-check) ---
+
+def cmd_selftest_patch(args):
+    print(os.path.relpath(selftest.write_patch(args.output), TOP))
+    return 0
+
+
+def cmd_selftest_check(args):
+    return selftest.check(args.output, run=not args.no_run, keep=args.keep,
+                          headers=args.headers)
+
+
+def add_selftest_parsers(sub):
+    s = sub.add_parser("selftest-patch", help="write the backlog test as a git format-patch "
+                       "for the kernel's tools/testing/selftests/net/",
+                       description="Generated from tests/: backlog_coalesce.c and its helpers "
+                       "(as backlog_peer.[ch], backlog_pkt.[ch]), the net/Makefile lines that "
+                       "build it and the net/config options it needs.")
+    s.add_argument("-o", "--output", metavar="FILE",
+                   help=f"where (default: {os.path.relpath(selftest.DEFAULT_OUT, TOP)})")
+    s.set_defaults(func=cmd_selftest_patch)
+    s = sub.add_parser("selftest-check", help="apply the selftest patch to a copy of the kernel "
+                       "tree, build it with net/Makefile, run it, checkpatch it",
+                       description="Writes the patch as selftest-patch does, applies it with "
+                       "'patch -p1' to a hard-linked copy of the extracted tree, builds the "
+                       "program with the tree's own net/Makefile and lib.mk, runs it once "
+                       "(root), and runs scripts/checkpatch.pl --strict on the patch. Log in "
+                       "build/selftest/check.log. Exit status: 0 all passed, 1 a step failed.")
+    s.add_argument("-o", "--output", metavar="FILE",
+                   help=f"the patch (default: {os.path.relpath(selftest.DEFAULT_OUT, TOP)})")
+    s.add_argument("--no-run", action="store_true", help="build the program, do not run it")
+    s.add_argument("--headers", action="store_true",
+                   help="build against the tree's own UAPI headers ('make headers', "
+                   "about a minute) rather than the system's")
+    s.add_argument("--keep", action="store_true", help="keep the patched tree copy")
+    s.set_defaults(func=cmd_selftest_check)
 
 
 def parser():
@@ -331,6 +378,24 @@ def parser():
     s.add_argument("times", type=int, help="number of runs (at least 2)")
     add_run_args(s)
     s.set_defaults(func=cmd_soak)
+    s = sub.add_parser("mutants", help="the mutation check: run each kernel/mutants patch; "
+                       "each must fail the gate",
+                       description="Each patch of kernel/mutants/series breaks one rule of "
+                       "tcp_add_backlog(). One at a time, kernel/patches plus that mutant is "
+                       "run as the candidate kernel, without the benchmark and without the "
+                       "known-bad control; the table lists each mutant's verdict and the "
+                       "cases that failed or were inconclusive. Summary in "
+                       "build/mutants/<time>/mutants.json. Exit status: 0 every mutant caught "
+                       "(a case failed) or, where its patch allows it, inconclusive; 1 a "
+                       "mutant passed, was inconclusive where that is not allowed, or was left "
+                       "undecided by an infrastructure failure; 2 usage.")
+    s.add_argument("target", nargs="*",
+                   help=f"targets (default: {' '.join(mutants.DEFAULT_TARGETS)})")
+    s.add_argument("--mutant", action="append", metavar="NAME",
+                   help="only this mutant: file name, name or number, e.g. 04 (repeatable)")
+    s.add_argument("-p", "--parallel", type=int, default=2, help="jobs at once (default: 2)")
+    s.add_argument("-j", "--jobs", type=int, help="parallel make jobs (default: cores + 1)")
+    s.set_defaults(func=cmd_mutants)
     s = sub.add_parser("bench", help="print build and boot figures per target",
                        description="Without --cold: the figures the last builds and the latest "
                        "run recorded. With --cold: remove all build outputs and the ccache, "
@@ -339,6 +404,7 @@ def parser():
     s.add_argument("--cold", action="store_true", help="rebuild everything from nothing first")
     s.add_argument("-p", "--parallel", type=int, default=2, help="jobs at once (default: 2)")
     s.set_defaults(func=cmd_bench)
+    add_selftest_parsers(sub)
     return p
 
 

@@ -25,9 +25,10 @@ DEFAULTS = {
 NO_BENCH_VARIANTS = ("known-bad",)
 
 
-def has_bench(variant):
-    """Whether the jobs of this variant run the benchmark."""
-    return variant not in NO_BENCH_VARIANTS and DEFAULTS["bench_args"] is not None
+def has_bench(variant, bench=True):
+    """Whether the jobs of this variant run the benchmark; bench=False:
+    no job does (the mutation check)."""
+    return bench and variant not in NO_BENCH_VARIANTS and DEFAULTS["bench_args"] is not None
 
 
 def _env():
@@ -53,10 +54,10 @@ def kernel_cmdline(tgt):
     return f"console={tgt['console']} rdinit=/init"
 
 
-def job_values(tgt, variant, kernel, rootfs, **overrides):
+def job_values(tgt, variant, kernel, rootfs, bench=True, **overrides):
     vals = dict(DEFAULTS)
     vals.update({k: v for k, v in overrides.items() if v is not None})
-    if variant in NO_BENCH_VARIANTS:
+    if not bench or variant in NO_BENCH_VARIANTS:
         vals["bench_args"] = None
     vals.update({
         "target": tgt,
@@ -71,12 +72,13 @@ def job_values(tgt, variant, kernel, rootfs, **overrides):
     return vals
 
 
-def render_job(tgt, variant, kernel, rootfs, **overrides):
-    """Return the job text; kernel and rootfs are {'url', 'sha256'}."""
+def render_job(tgt, variant, kernel, rootfs, bench=True, **overrides):
+    """Return the job text; kernel and rootfs are {'url', 'sha256'};
+    bench=False leaves the benchmark out."""
     check_variant(variant)
     try:
         return _env().get_template("job.yaml.j2").render(**job_values(tgt, variant, kernel, rootfs,
-                                                                        **overrides))
+                                                                        bench=bench, **overrides))
     except jinja2.UndefinedError as e:
         raise KgateError(f"templates/job.yaml.j2: {e}") from e
 
@@ -114,10 +116,11 @@ def device_path(tgt_name):
     return os.path.join(JOBS, "devices", f"{tgt_name}.yaml")
 
 
-def write_local(tgt_name, artifacts):
+def write_local(tgt_name, artifacts, bench=True):
     """Render, validate and write the local jobs and device of a target.
 
-    artifacts: {variant: {'kernel': {'url','sha256'}, 'rootfs': {...}}}.
+    artifacts: {variant: {'kernel': {'url','sha256'}, 'rootfs': {...}}};
+    bench=False: no job runs the benchmark.
     """
     tgt = target(tgt_name)
     out = {}
@@ -125,7 +128,7 @@ def write_local(tgt_name, artifacts):
         if variant not in artifacts:
             continue
         a = artifacts[variant]
-        text = render_job(tgt, variant, a["kernel"], a["rootfs"])
+        text = render_job(tgt, variant, a["kernel"], a["rootfs"], bench=bench)
         path = job_path(tgt_name, variant)
         validate_job(text, os.path.relpath(path, TOP))
         atomic_write(path, text)

@@ -172,20 +172,30 @@ def write_reports(run_dir, doc):
     atomic_write(os.path.join(run_dir, "report.html"), reports.html(doc, plot, text))
 
 
-def run(target_names, variants=VARIANTS, parallel=1, jobs=None, job_timeout=900):
-    """Run the matrix for target_names x variants; return (doc, run_dir)."""
-    for v in variants:
-        check_variant(v)
-    tgts = [target(t) for t in target_names]
+def check_runnable():
+    """What running jobs locally needs, checked before anything is built."""
     need_tools(["lava-run"], "install lava-dispatcher: 'make deps'")
     if os.geteuid() != 0:
         raise KgateError("lava-run needs root (it manages QEMU and /var/lib/lava)")
+
+
+def run(target_names, variants=VARIANTS, parallel=1, jobs=None, job_timeout=900, bench=True,
+        latest=True):
+    """Run the matrix for target_names x variants; return (doc, run_dir).
+
+    bench=False leaves the benchmark out of every job; latest=False
+    leaves build/runs/latest pointing where it did.
+    """
+    for v in variants:
+        check_variant(v)
+    tgts = [target(t) for t in target_names]
+    check_runnable()
     with RunLock():
         started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         todo = []
         for tgt in tgts:
             arts = artifacts(tgt["name"], variants, jobs=jobs)
-            paths = render.write_local(tgt["name"], arts)
+            paths = render.write_local(tgt["name"], arts, bench=bench)
             for v in variants:
                 todo.append((tgt["name"], v, paths[v], render.device_path(tgt["name"]), arts[v]))
         run_dir = new_run_dir()
@@ -200,7 +210,7 @@ def run(target_names, variants=VARIANTS, parallel=1, jobs=None, job_timeout=900)
             log(f"[run] start  {name}/{v}")
             parsed, secs = run_job(job_path, dev, outdir, job_timeout)
             verdict, reason = results.job_verdict(v, parsed["health"], parsed["cases"],
-                                                  bench=render.has_bench(v))
+                                                  bench=render.has_bench(v, bench))
             log(f"[run] end    {name}/{v}: {verdict} ({reason}) in {secs:.1f}s")
             return {
                 "target": name, "variant": v, "verdict": verdict, "reason": reason,
@@ -229,5 +239,6 @@ def run(target_names, variants=VARIANTS, parallel=1, jobs=None, job_timeout=900)
         doc = results.write_json(os.path.join(run_dir, "results.json"), os.path.basename(run_dir),
                                  started, finished, done)
         write_reports(run_dir, doc)
-        point_latest(run_dir)
+        if latest:
+            point_latest(run_dir)
     return doc, run_dir
