@@ -94,7 +94,7 @@
 #define SEG_B_LEN	100	/* fits A's spare room: it can be merged */
 #define GAP_LEN		50
 #define LATE_LEN	50	/* sent after the release */
-#define KDATA_LEN	100	/* what the kernel sends in the ACK cases */
+#define KDATA_LEN	200	/* what the kernel sends in the ACK cases */
 #define TSTAMP_GAP_MS	20
 #define FLOOD_SEGS	1000
 #define FLOOD_LEN	16
@@ -111,6 +111,10 @@ static int case_ms = 10000;
 #define TS_OPT(v) { 1, 1, 8, 10, 0, 0, 0, (v), 0, 0, 0, 0 }
 static const uint8_t ts_opt_a[12] = TS_OPT(100);
 static const uint8_t ts_opt_b[12] = TS_OPT(101);
+
+#define AB		PKT_ACK
+#define AP		(PKT_ACK | PKT_PSH)
+#define DATA(f, n)	{ .flags = (f), .len = (n) }
 
 enum verdict { V_PASS, V_FAIL, V_SKIP };
 enum mode { M_HOLD, M_OFF, M_CTL };
@@ -130,7 +134,7 @@ struct seg {
 	uint16_t gap;		/* stream bytes skipped before this segment */
 	uint16_t urg;		/* urgent pointer */
 	uint16_t window;	/* 0: PEER_WINDOW */
-	bool ack_kdata;		/* acknowledge the data the kernel sent */
+	uint16_t ack_to;	/* acknowledge this much of the kernel's data */
 	bool corrupt;		/* payload changed after the checksum */
 	uint16_t delay_ms;	/* wait before sending it */
 };
@@ -222,6 +226,9 @@ FIXTURE_SETUP(backlog)
 	b->hold.fd = -1;
 	ASSERT_EQ(0, peer_netns())
 		TH_LOG("unshare(CLONE_NEWNET): %s (needs root)", strerror(errno));
+	/* The backlog limit follows the buffers: the defaults, whatever the host's. */
+	ASSERT_EQ(0, write_file("/proc/sys/net/ipv4/tcp_rmem", "4096 131072 6291456"));
+	ASSERT_EQ(0, write_file("/proc/sys/net/ipv4/tcp_wmem", "4096 16384 4194304"));
 	if (variant->mode == M_OFF && !has_sysctl()) {
 		snprintf(b->na, sizeof(b->na),
 			 "net.ipv4.tcp_backlog_coalesce absent (a kernel without the kgate patch)");
@@ -275,7 +282,7 @@ static int send_at(struct bl *self, uint32_t off, const struct seg *sg)
 		.urg_ptr = sg->urg, .tos = sg->tos,
 		.opt = sg->opt, .optlen = sg->optlen,
 		.data = data, .len = sg->len,
-		.ack = sg->ack_kdata ? self->c.snd_nxt : 0,
+		.ack = sg->ack_to ? self->c.irs + 1 + sg->ack_to : 0,
 	};
 	uint32_t i;
 
@@ -659,7 +666,8 @@ static enum verdict check_rst(struct bl *self,
 	if (bad != (size_t)-1)
 		return set_result(r, V_FAIL, "stream corrupted at offset %zu", bad);
 	if (got > want)
-		return set_result(r, V_FAIL, "received %zu bytes, more than the %zu sent", got, want);
+		return set_result(r, V_FAIL, "received %zu bytes, more than the %zu sent",
+				  got, want);
 	if (err != ECONNRESET)
 		return set_result(r, V_FAIL, "connection not reset: read ended with %s, state %s",
 				  err_name(err), state_name(st));
@@ -680,7 +688,8 @@ static enum verdict check_synack(struct bl *self,
 		return r->v;
 	st = tcp_state(self->c.fd);
 	if (st != TCP_ST_ESTABLISHED)
-		return set_result(r, V_FAIL, "state %s after the in-window SYN, expected ESTABLISHED",
+		return set_result(r, V_FAIL,
+				  "state %s after the in-window SYN, expected ESTABLISHED",
 				  state_name(st));
 	if (challenged != 1)
 		return set_result(r, V_FAIL, "TCPSYNChallenge %+lld: the SYN was not challenged",
@@ -878,8 +887,10 @@ static enum verdict check_flood(struct bl *self,
 
 	got = read_stream(self, want, capped_ms(self, SETTLE_MS), &err, &bad, NULL);
 	acked = acked_to(self, self->rd);
-	diag("flood: %d segments of %d bytes, %lld merged, %lld backlog drops, %zu of %zu bytes read, acknowledged to %u of %u",
-	     FLOOD_SEGS, FLOOD_LEN, merged, drops, got, want, acked, self->rd);
+	diag("flood: %d segments of %d bytes, %lld merged, %lld backlog drops",
+	     FLOOD_SEGS, FLOOD_LEN, merged, drops);
+	diag("flood: %zu of %zu bytes read, acknowledged to %u of %u",
+	     got, want, acked, self->rd);
 	if (bad != (size_t)-1)
 		return set_result(r, V_FAIL, "stream corrupted at offset %zu", bad);
 	if (mode == M_HOLD) {
@@ -888,7 +899,7 @@ static enum verdict check_flood(struct bl *self,
 					  drops);
 		if (!merged)
 			return set_result(r, V_FAIL,
-					  "%d segments in the backlog, none merged and none dropped: the backlog limit is gone",
+					  "%d segments held, none merged (by TCPBacklogCoalesce) and none dropped",
 					  FLOOD_SEGS);
 		if (got != want)
 			return set_result(r, V_FAIL, "received %zu of %zu bytes, then %s", got,
@@ -958,26 +969,31 @@ static long long delta(const struct held *h, enum nstat_id id, bool release)
 }
 
 /*
- * Before a FIN case: the same pair without FIN, merged, takes the fast
- * path on this connection. Without that, a kernel that leaves FIN out
- * of the merged header could pass (its merged skb would miss the fast
- * path for another reason and the FIN would still be seen).
+ * Before a held two-segment case: a plain pair (data, data) merges on
+ * this connection. Only then does "not merged" say the case's rule
+ * refused it, and "merged" that it allowed it; without the twin, a
+ * kernel that never merges would pass every case that forbids a
+ * merge. Before a FIN case the merged twin must also take the fast path:
+ * without that, a kernel that leaves FIN out of the merged header could
+ * pass (its merged skb would miss the fast path for another reason).
  */
-static enum verdict fast_path_evidence(struct bl *self,
-				       const struct bcase *bc, struct result *r)
+static enum verdict twin_evidence(struct bl *self, const struct bcase *bc,
+				  struct result *r)
 {
-	struct bcase pair = *bc;
+	const struct bcase twin = {
+		MERGE_REQUIRED,
+		.segs = { DATA(AP, SEG_A_LEN), DATA(AP, SEG_B_LEN) }, .nsegs = 2,
+	};
 	struct held h;
 
-	pair.segs[1].flags &= (uint8_t)~PKT_FIN;
-	if (run_segs(self, M_HOLD, &pair, &h, r) != V_PASS)
+	if (run_segs(self, M_HOLD, &twin, &h, r) != V_PASS)
 		return r->v;
 	if (delta(&h, NS_COALESCE, false) < 1)
 		return set_result(r, V_SKIP,
-				  "inconclusive: the FIN-less pair was not merged (TCPBacklogCoalesce +0)");
-	if (delta(&h, NS_HPHITS, true) < 1)
+				  "inconclusive: a plain data pair was not merged here (TCPBacklogCoalesce +0)");
+	if (bc->fin_evidence && delta(&h, NS_HPHITS, true) < 1)
 		return set_result(r, V_SKIP,
-				  "inconclusive: the merged FIN-less pair missed the fast path (TCPHPHits +0), where a lost FIN would show");
+				  "inconclusive: the merged plain pair missed the fast path (TCPHPHits +0)");
 	if (!read_all_to(self, self->sent, r, NULL))
 		return r->v;
 	return V_PASS;
@@ -994,7 +1010,8 @@ static enum verdict decide(enum mode mode,
 
 	if (merged > 0 && !may_merge) {
 		snprintf(sem, sizeof(sem), "%s", r->why);
-		return set_result(r, V_FAIL, "merged in the backlog (TCPBacklogCoalesce +%lld) %s; %s",
+		return set_result(r, V_FAIL,
+				  "merged in the backlog (TCPBacklogCoalesce +%lld) %s; %s",
 				  merged,
 				  mode == M_HOLD ? "where it must not be" :
 				  mode == M_OFF ? "with tcp_backlog_coalesce=0" :
@@ -1008,10 +1025,12 @@ static enum verdict decide(enum mode mode,
 	}
 	if (r->v != V_PASS)
 		return r->v;
+	if (may_merge && merged < 1 && bc->nsegs)
+		return set_result(r, V_FAIL,
+				  "not merged (TCPBacklogCoalesce +0), though a plain pair merged on this connection");
 	if (may_merge && merged < 1)
 		return set_result(r, V_SKIP,
-				  "inconclusive: TCPBacklogCoalesce +%lld, a merge was required: the coalescing path was not exercised",
-				  merged);
+				  "inconclusive: TCPBacklogCoalesce +0: the coalescing path was not exercised");
 	if (may_merge && bc->fast_path && delta(h, NS_HPHITS, true) < 1)
 		return set_result(r, V_SKIP,
 				  "inconclusive: the merged segment missed the fast path (TCPHPHits +0)");
@@ -1035,13 +1054,13 @@ static void run_case(struct __test_metadata *_metadata,
 		goto out;
 	if (bc->tstamp && tstamp_on(self, &r) != V_PASS)
 		goto out;
-	if (bc->fin_evidence && mode == M_HOLD &&
-	    fast_path_evidence(self, bc, &r) != V_PASS)
+	if (mode == M_HOLD && bc->nsegs == 2 && twin_evidence(self, bc, &r) != V_PASS)
 		goto out;
 	if (run_segs(self, mode, bc, &h, &r) != V_PASS)
 		goto out;
-	diag("TCPBacklogCoalesce %+lld, TCPBacklogDrop %+lld while injecting; TCPHPHits %+lld in the release",
-	     delta(&h, NS_COALESCE, false), delta(&h, NS_BACKLOGDROP, false),
+	diag("TCPBacklogCoalesce %+lld, TCPBacklogDrop %+lld while injecting",
+	     delta(&h, NS_COALESCE, false), delta(&h, NS_BACKLOGDROP, false));
+	diag("TCPHPHits %+lld in the release",
 	     delta(&h, NS_HPHITS, true));
 	bc->check(self, mode, bc, &h, &r);
 	decide(mode, bc, &h, &r);
@@ -1058,10 +1077,6 @@ out:
 		SKIP(return, "%s", r.why);
 	}
 }
-
-#define AB		PKT_ACK
-#define AP		(PKT_ACK | PKT_PSH)
-#define DATA(f, n)	{ .flags = (f), .len = (n) }
 
 /* A, B: merged; the merged skb takes the fast path; all bytes. */
 TEST_F(backlog, data_data)
@@ -1238,7 +1253,8 @@ TEST_F(backlog, data_tos)
 {
 	static const struct bcase bc = {
 		MERGE_FORBIDDEN,
-		.segs = { DATA(AP, SEG_A_LEN), { .flags = AP, .len = SEG_B_LEN, .tos = 0x20 } }, .nsegs = 2,
+		.segs = { DATA(AP, SEG_A_LEN),
+			  { .flags = AP, .len = SEG_B_LEN, .tos = 0x20 } }, .nsegs = 2,
 		.check = check_stream,
 	};
 
@@ -1250,7 +1266,8 @@ TEST_F(backlog, data_gap)
 {
 	static const struct bcase bc = {
 		MERGE_FORBIDDEN,
-		.segs = { DATA(AP, SEG_A_LEN), { .flags = AP, .len = SEG_B_LEN, .gap = GAP_LEN } }, .nsegs = 2,
+		.segs = { DATA(AP, SEG_A_LEN),
+			  { .flags = AP, .len = SEG_B_LEN, .gap = GAP_LEN } }, .nsegs = 2,
 		.check = check_gap,
 	};
 
@@ -1295,7 +1312,7 @@ TEST_F(backlog, ack_new)
 	static const struct bcase bc = {
 		MERGE_REQUIRED,
 		.segs = { DATA(AP, SEG_A_LEN),
-		     { .flags = AP, .len = SEG_B_LEN, .ack_kdata = true } }, .nsegs = 2,
+		     { .flags = AP, .len = SEG_B_LEN, .ack_to = KDATA_LEN } }, .nsegs = 2,
 		.check = check_acked, .kdata = true,
 	};
 
@@ -1310,8 +1327,9 @@ TEST_F(backlog, ack_old)
 {
 	static const struct bcase bc = {
 		MERGE_REQUIRED,
-		.segs = { { .flags = AP, .len = SEG_A_LEN, .ack_kdata = true },
-		     { .flags = AP, .len = SEG_B_LEN, .window = OLD_WINDOW } }, .nsegs = 2,
+		.segs = { { .flags = AP, .len = SEG_A_LEN, .ack_to = KDATA_LEN },
+		     { .flags = AP, .len = SEG_B_LEN, .ack_to = KDATA_LEN / 2,
+		       .window = OLD_WINDOW } }, .nsegs = 2,
 		.check = check_acked, .kdata = true,
 	};
 

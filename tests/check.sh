@@ -6,6 +6,8 @@
 #  3. backlog test on this machine's    5. tooling unit tests (pytest)
 #     kernel, in its own netns          6. end to end, both variants, on
 #                                          x86_64 and on big-endian mips
+#  4b. the selftest patch applied to a copy of the kernel tree, built
+#     with its net/Makefile, run, checkpatch --strict
 #  7. bad days on x86_64 guests: panic, corrupt artifact, hang, Ctrl-C
 #  8. the x86_64 jobs on a real LAVA server and worker (tools/lab-local.sh),
 #     submitted and collected with lavacli: same verdicts as step 6
@@ -69,6 +71,8 @@ step pkt-unit "$native/test_pkt"
 step checkpatch sh tests/checkpatch.sh
 step native-backlog native_backlog
 step native-bench native_bench
+# The test as it goes upstream: patch, kernel's own net/Makefile, run.
+step selftest-upstream $PY tools/kgate.py selftest-check
 step tooling env KGATE_NATIVE_TEST="$native/backlog_coalesce" \
 	KGATE_NATIVE_BENCH="$native/backlog_bench" \
 	KGATE_NATIVE_FAULTS="$native/backlog_coalesce_faults" $PY -m pytest -q tests/

@@ -50,11 +50,14 @@ def test_baseline_passes():
     ("backlog.ipv4.data_data", "nstat:3", "counter read failed"),
     ("backlog.ipv4.data_rst", "nstat:2", "counter read failed"),
     # a required merge not seen
-    ("backlog.ipv4.data_data", "coalesce", "a merge was required"),
-    ("backlog.ipv6.window", "coalesce", "a merge was required"),
+    ("backlog.ipv4.data_data", "coalesce", "plain data pair was not merged"),
+    ("backlog.ipv6.window", "coalesce", "plain data pair was not merged"),
+    ("backlog.ipv4.data_tos", "coalesce", "plain data pair was not merged"),
+    ("backlog.ipv4.flood", "hold", "never faulted"),
     # the fast path not seen where the rule depends on it
     ("backlog.ipv4.data_data", "hphits", "missed the fast path"),
     ("backlog.ipv4.data_fin", "hphits", "missed the fast path"),
+    ("backlog.ipv4.data_fin", "coalesce", "plain data pair was not merged"),
 ])
 def test_missing_evidence_is_inconclusive(case, fault, why):
     rc, res, out = run(case, fault)
