@@ -16,7 +16,7 @@ DEFAULTS = {
     "priority": "medium",
     "visibility": "public",
     "tags": [],
-    "timeouts": {"job": 12, "action": 3, "deploy": 2, "boot": 2, "test": 3, "bench": 4},
+    "timeouts": {"job": 15, "action": 3, "deploy": 2, "boot": 2, "test": 3, "bench": 6},
     # tests/backlog_bench in the guest (bulk goodput and backlog drain,
     # coalescing on and off); None leaves it out of the job.
     "bench_args": "--reps 7 --bulk-bytes 8M --drain 0,100,1000",
