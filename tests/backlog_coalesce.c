@@ -83,7 +83,7 @@
 #include "peer.h"
 #include "pkt.h"
 
-#define DEV_NAME	"kgate0"
+#define DEV_NAME	"blc0"
 #define LISTEN_PORT	5001
 #define PEER_PORT	40000
 #define PEER_WINDOW	64000
@@ -231,7 +231,7 @@ FIXTURE_SETUP(backlog)
 	ASSERT_EQ(0, write_file("/proc/sys/net/ipv4/tcp_wmem", "4096 16384 4194304"));
 	if (variant->mode == M_OFF && !has_sysctl()) {
 		snprintf(b->na, sizeof(b->na),
-			 "net.ipv4.tcp_backlog_coalesce absent (a kernel without the kgate patch)");
+			 "no net.ipv4.tcp_backlog_coalesce: merging cannot be turned off");
 		return;
 	}
 	if (variant->mode == M_OFF)

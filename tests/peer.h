@@ -22,8 +22,8 @@
  *    uffd_resolve() lets the copy finish and release_sock() processes
  *    the backlog.
  */
-#ifndef KGATE_PEER_H
-#define KGATE_PEER_H
+#ifndef BACKLOG_PEER_H
+#define BACKLOG_PEER_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -191,4 +191,4 @@ bool peer_fault(const char *what);
  */
 size_t peer_dev_hdr(const struct peer_dev *d, uint8_t *buf, uint16_t proto);
 
-#endif /* KGATE_PEER_H */
+#endif /* BACKLOG_PEER_H */

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Minimal IPv4/TCP segment crafting and parsing for the kgate tests.
+ * Minimal IPv4/TCP segment crafting and parsing for the backlog tests.
  */
 #include <stdio.h>
 #include <string.h>

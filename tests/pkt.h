@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Minimal IPv4/TCP segment crafting and parsing for the kgate tests.
+ * Minimal IPv4/TCP segment crafting and parsing for the backlog tests.
  *
  * Every on-the-wire field is written and read byte by byte in network
  * order, so the same code is right on big- and little-endian guests.
  * Addresses and ports are host-order integers in the API.
  */
-#ifndef KGATE_PKT_H
-#define KGATE_PKT_H
+#ifndef BACKLOG_PKT_H
+#define BACKLOG_PKT_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -108,4 +108,4 @@ int pkt_parse4(const uint8_t *buf, size_t len, struct pkt_tcp *s);
 /* "198.18.0.1" style text for a host-order address; buf >= 16 bytes. */
 const char *pkt_addr4(uint32_t addr, char *buf);
 
-#endif /* KGATE_PKT_H */
+#endif /* BACKLOG_PKT_H */

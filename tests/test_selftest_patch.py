@@ -113,3 +113,24 @@ def test_kgate_only_include_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(selftest, "TOP", str(tmp_path))
     with pytest.raises(common.KgateError, match="ksft_cli.h"):
         selftest.shipped_files()
+
+
+def test_patch_carries_no_kgate_names_or_fault_hooks(patch_bytes):
+    text = patch_bytes.decode()
+    added = "\n".join(ln for ln in text.splitlines() if ln.startswith("+"))
+    assert "peer_fault" not in added and "KGATE" not in added
+    assert not re.search(r"kgate", added, re.I)
+
+
+def test_kgate_name_outside_a_fault_block_is_refused(tmp_path, monkeypatch):
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    for name in selftest.SHIPPED:
+        shutil.copy(os.path.join(TOP, "tests", name), tests / name)
+    src = (tests / "peer.c").read_text()
+    assert "#ifdef KGATE_FAULTS" in src
+    (tests / "peer.c").write_text(src.replace('getenv("KGATE_FAULT")', 'getenv("KGATE_FAULT") ', 1)
+                                  .replace("#ifdef KGATE_FAULTS\n", "#if 1\n", 1))
+    monkeypatch.setattr(selftest, "TOP", str(tmp_path))
+    with pytest.raises(common.KgateError, match="kgate's own name"):
+        selftest.shipped_files()

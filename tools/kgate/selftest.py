@@ -90,6 +90,8 @@ case that could not observe what it depends on (the hold, a required
 merge, the fast path) SKIPs as inconclusive instead of passing.
 """
 
+# kgate's test-the-test hooks (tests/peer.h): whole blocks, never nested.
+_FAULT_BLOCK = re.compile(r"^#ifdef KGATE_FAULTS\n(?:(?!#ifdef |#if |#endif).*\n)*?#endif\n", re.M)
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 # A helper's file name as a word: peer.h, not test_peer.h or a/peer.h.
 _HELPER_NAME = re.compile(r"(?<![\w/.-])(peer|pkt)\.([ch])\b")
@@ -143,8 +145,14 @@ def shipped_files():
         text = read_text(os.path.join(TOP, "tests", src))
         if text is None:
             raise KgateError(f"tests/{src} is missing")
-        # Only file names change: #include lines and mentions in comments.
+        # kgate's fault hooks stay behind; otherwise only file names
+        # change: #include lines and mentions in comments.
+        text = _FAULT_BLOCK.sub("", text)
         out[dst] = _HELPER_NAME.sub(r"backlog_\1.\2", text)
+        left = re.search(r".*kgate.*", out[dst], re.I)
+        if left:
+            raise KgateError(f"tests/{src}: kgate's own name would go upstream: {left.group(0).strip()!r}"
+                             " (fault hooks belong in #ifdef KGATE_FAULTS ... #endif blocks)")
     for name, text in out.items():
         for inc in _INCLUDE.findall(text):
             if inc not in out and inc not in HARNESS_INCLUDES:
