@@ -145,9 +145,9 @@ def shipped_files():
         text = read_text(os.path.join(TOP, "tests", src))
         if text is None:
             raise KgateError(f"tests/{src} is missing")
-        # kgate's fault hooks stay behind; otherwise only file names
-        # change: #include lines and mentions in comments.
-        # (a block between two blank lines leaves one)
+        # kgate's fault hooks stay behind (with the second of the blank
+        # lines around a block); otherwise only file names change:
+        # #include lines and mentions in comments.
         text = re.sub(r"\n\n\n+", "\n\n", _FAULT_BLOCK.sub("", text))
         out[dst] = _HELPER_NAME.sub(r"backlog_\1.\2", text)
         left = re.search(r".*kgate.*", out[dst], re.I)
