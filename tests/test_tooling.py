@@ -319,6 +319,88 @@ def test_series_and_cache_keys():
         assert kernel.tree_key("fixed") != kernel.tree_key("known-bad")
 
 
+def _diff(rel, old, new):
+    return (f"--- a/{rel}\n+++ b/{rel}\n@@ -1 +1 @@\n-{old}\n+{new}\n")
+
+
+@pytest.fixture
+def fake_source(tmp_path, monkeypatch):
+    """A two-file pristine tree and a variant whose patches the test sets."""
+    pristine = tmp_path / "pristine"
+    (pristine / "net").mkdir(parents=True)
+    (pristine / "net" / "a.c").write_text("a\n")
+    (pristine / "net" / "b.c").write_text("b\n")
+    for f in (pristine / "net").iterdir():
+        os.utime(f, (1000, 1000))
+    patches = {"list": []}
+    monkeypatch.setattr(kernel, "BUILD", str(tmp_path / "build"))
+    monkeypatch.setattr(kernel, "pristine", lambda: str(pristine))
+    monkeypatch.setattr(kernel, "source_id", lambda: "fake-1")
+    monkeypatch.setattr(kernel, "variant_patches", lambda v: patches["list"])
+
+    def use(*diffs):
+        paths = []
+        for i, text in enumerate(diffs):
+            p = tmp_path / f"{len(list(tmp_path.glob('*.patch')))}-{i}.patch"
+            p.write_text(text)
+            paths.append(str(p))
+        patches["list"] = paths
+    return pristine, use
+
+
+def test_new_patches_update_the_tree_in_place(fake_source):
+    pristine, use = fake_source
+    use(_diff("net/a.c", "a", "a mutant"))
+    tree = kernel.prepare_tree("candidate")
+    assert open(os.path.join(tree, "net", "a.c")).read() == "a mutant\n"
+    obj = os.path.join(tree, "o-x86_64", "net", "a.o")
+    os.makedirs(os.path.dirname(obj))
+    with open(obj, "w") as f:
+        f.write("object")
+    os.utime(obj, (2000, 2000))
+    # Another mutant: a.c goes back to the pristine text, b.c changes.
+    use(_diff("net/b.c", "b", "b mutant"))
+    assert kernel.prepare_tree("candidate") == tree
+    assert os.path.isfile(obj), "the object folder must survive"
+    a = os.stat(os.path.join(tree, "net", "a.c"))
+    assert open(os.path.join(tree, "net", "a.c")).read() == "a\n"
+    assert a.st_ino != os.stat(pristine / "net" / "a.c").st_ino
+    assert a.st_mtime > 2000, "a reverted file must be newer than its object"
+    assert open(os.path.join(tree, "net", "b.c")).read() == "b mutant\n"
+    # The pristine tree is never written through a hard link.
+    assert (pristine / "net" / "a.c").read_text() == "a\n"
+    assert (pristine / "net" / "b.c").read_text() == "b\n"
+    # An unchanged series changes nothing.
+    b = os.stat(os.path.join(tree, "net", "b.c"))
+    assert kernel.prepare_tree("candidate") == tree
+    assert os.stat(os.path.join(tree, "net", "b.c")).st_ino == b.st_ino
+
+
+def test_tree_is_made_anew_when_an_update_cannot_be_trusted(fake_source, monkeypatch):
+    pristine, use = fake_source
+    use(_diff("net/a.c", "a", "a mutant"))
+    tree = kernel.prepare_tree("candidate")
+    os.makedirs(os.path.join(tree, "o-arm"))
+    # A patch that does not apply leaves the tree as it was.
+    use(_diff("net/b.c", "not b", "b mutant"))
+    with pytest.raises(common.KgateError, match="does not apply"):
+        kernel.prepare_tree("candidate")
+    assert open(os.path.join(tree, "net", "a.c")).read() == "a mutant\n"
+    assert os.path.isdir(os.path.join(tree, "o-arm"))
+    assert not os.path.exists(tree + ".tmp")
+    # Another kernel source: the old tree's changes mean nothing there.
+    monkeypatch.setattr(kernel, "source_id", lambda: "fake-2")
+    use(_diff("net/b.c", "b", "b mutant"))
+    kernel.prepare_tree("candidate")
+    assert not os.path.exists(os.path.join(tree, "o-arm"))
+    assert open(os.path.join(tree, "net", "a.c")).read() == "a\n"
+    # So is a tree left half updated (no stamp).
+    os.makedirs(os.path.join(tree, "o-arm"))
+    os.unlink(os.path.join(tree, kernel.TREE_STAMP))
+    kernel.prepare_tree("candidate")
+    assert not os.path.exists(os.path.join(tree, "o-arm"))
+
+
 def test_timing_from_recorded_log():
     t = lavalog.parse(read("lava-run-x86_64-fixed.log"))["timing"]
     assert 0 < t["boot_to_first_result"] <= t["boot_to_end"] < 60

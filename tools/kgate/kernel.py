@@ -181,20 +181,101 @@ def pristine():
     return dst
 
 
+TREE_STAMP = ".kgate-tree"
+
+
+def _tree_changes(tree, base):
+    """Relative paths where tree, made as a hard-linked copy of base,
+    no longer shares base's file: written by patch, added or removed.
+    Object folders (top-level o-*) and the stamp are not the tree's."""
+    changed = set()
+    for top, other, removed in ((tree, base, False), (base, tree, True)):
+        for d, dirs, files in os.walk(top):
+            if d == top:
+                dirs[:] = [x for x in dirs if not x.startswith("o-")]
+            rel = os.path.relpath(d, top)
+            for f in files:
+                r = os.path.normpath(os.path.join(rel, f))
+                if r == TREE_STAMP or r in changed:
+                    continue
+                try:
+                    theirs = os.lstat(os.path.join(other, r))
+                except FileNotFoundError:
+                    changed.add(r)
+                    continue
+                if not removed and os.lstat(os.path.join(d, f)).st_ino != theirs.st_ino:
+                    changed.add(r)
+    return changed
+
+
+def _read_stamp(tree):
+    """(tree key, source id or None, changed paths) of a whole tree, else
+    None. Stamps from before the changes were listed hold the key alone."""
+    lines = (read_text(os.path.join(tree, TREE_STAMP)) or "").splitlines()
+    if not lines:
+        return None
+    if len(lines) < 2 or not lines[1].startswith("source "):
+        return lines[0], None, set()
+    return lines[0], lines[1][len("source "):], set(filter(None, lines[2:]))
+
+
+def _write_stamp(tree, key, changed):
+    atomic_write(os.path.join(tree, TREE_STAMP),
+                 "\n".join([key, "source " + source_id()] + sorted(changed)) + "\n")
+
+
+def _same_file(a, b):
+    try:
+        sa, sb = os.lstat(a), os.lstat(b)
+    except FileNotFoundError:
+        return False
+    if sa.st_ino == sb.st_ino:
+        return True
+    if sa.st_size != sb.st_size:
+        return False
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        return fa.read() == fb.read()
+
+
+def _update_in_place(dst, new, paths):
+    """Make dst's paths what they are in new. A file that changes is
+    written anew (never through a hard link into the pristine tree) and
+    so is newer than every object built from its old text: make
+    rebuilds what depends on it and nothing else. Return the count."""
+    n = 0
+    for r in sorted(paths):
+        want, have = os.path.join(new, r), os.path.join(dst, r)
+        if os.path.lexists(want) and _same_file(want, have):
+            continue
+        n += 1
+        if os.path.lexists(have):
+            os.unlink(have)
+        if os.path.lexists(want):
+            os.makedirs(os.path.dirname(have), exist_ok=True)
+            shutil.copyfile(want, have)
+            shutil.copymode(want, have)
+    return n
+
+
 def prepare_tree(variant):
     """Return a source tree with the variant's patches applied (the
-    user's own tree itself for --source: it is only read)."""
+    user's own tree itself for --source: it is only read).
+
+    When the variant's patches change, an existing tree is updated in
+    place, file by file, and keeps its object folders: only what the old
+    and new patches touch is rebuilt (a mutant after another one
+    recompiles one file, not the kernel)."""
     if variant == CANDIDATE and _candidate["source"]:
         return _candidate["source"]
     key = tree_key(variant)
     dst = os.path.join(BUILD, "src", variant)
-    stamp = os.path.join(dst, ".kgate-tree")
-    if read_text(stamp) == key:
+    old = _read_stamp(dst)
+    if old and old[0] == key:
         return dst
     from_dir = pristine()
     tmp = dst + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
-    shutil.rmtree(dst, ignore_errors=True)
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
     # Hard links cost no space; GNU patch writes a new file for each file
     # it changes, so the pristine tree is never modified.
     subprocess.run(["cp", "-al", from_dir, tmp], check=True)
@@ -203,9 +284,21 @@ def prepare_tree(variant):
         r = subprocess.run(["patch", "-p1", "--forward", "--no-backup-if-mismatch", "-s", "-i", p],
                            cwd=tmp, capture_output=True, text=True)
         if r.returncode != 0:
+            shutil.rmtree(tmp, ignore_errors=True)
             raise KgateError(f"{os.path.relpath(p, TOP)} does not apply to {source_id()}:\n"
                              f"{r.stdout}{r.stderr}")
-    atomic_write(os.path.join(tmp, ".kgate-tree"), key)
+    changed = _tree_changes(tmp, from_dir)
+    if old and old[1] == source_id():
+        # No stamp while dst is half updated: an interrupted update is
+        # started over from scratch next time.
+        os.unlink(os.path.join(dst, TREE_STAMP))
+        n = _update_in_place(dst, tmp, old[2] | changed)
+        _write_stamp(dst, key, changed)
+        shutil.rmtree(tmp)
+        log(f"[kernel] {variant}: tree updated in place ({n} file(s) changed), objects kept")
+        return dst
+    _write_stamp(tmp, key, changed)
+    shutil.rmtree(dst, ignore_errors=True)
     os.replace(tmp, dst)
     return dst
 
