@@ -364,6 +364,13 @@ static void *receiver_main(void *arg)
 	return NULL;
 }
 
+static bool readable(int fd, int ms)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+
+	return poll(&pfd, 1, ms) == 1 && (pfd.revents & POLLIN);
+}
+
 /*
  * Queue PRIME_LEN stream bytes, then inject the case's segments: in the
  * hold modes while a 1-byte recv() holds the socket, without a hold in
@@ -394,6 +401,15 @@ static enum verdict run_segs(struct bl *self, enum mode mode,
 		return V_PASS;
 	}
 
+	/*
+	 * The receiver faults only when it has data to copy: in-order bytes
+	 * the kernel does not make readable are its failure, not a hold
+	 * that went wrong.
+	 */
+	if (!readable(self->c.fd, capped_ms(self, SETTLE_MS)))
+		return set_result(r, V_FAIL,
+				  "%d in-order bytes at offset %u never became readable (the kernel acknowledged to offset %u)",
+				  PRIME_LEN, start, self->c.last_ack - self->c.iss - 1);
 	if (uffd_arm(&self->hold))
 		return set_result(r, V_FAIL, "userfaultfd page: %s", strerror(errno));
 	rx.buf = self->hold.page;
@@ -976,6 +992,10 @@ static long long delta(const struct held *h, enum nstat_id id, bool release)
  * merge. Before a FIN case the merged twin must also take the fast path:
  * without that, a kernel that leaves FIN out of the merged header could
  * pass (its merged skb would miss the fast path for another reason).
+ * The twin's bytes must then be read and acknowledged to their end: a
+ * kernel that loses track of where a merged pair ends fails here, where
+ * it shows, rather than leaving the case's own hold waiting for data
+ * it would never deliver.
  */
 static enum verdict twin_evidence(struct bl *self, const struct bcase *bc,
 				  struct result *r)
@@ -985,6 +1005,7 @@ static enum verdict twin_evidence(struct bl *self, const struct bcase *bc,
 		.segs = { DATA(AP, SEG_A_LEN), DATA(AP, SEG_B_LEN) }, .nsegs = 2,
 	};
 	struct held h;
+	uint32_t acked;
 
 	if (run_segs(self, M_HOLD, &twin, &h, r) != V_PASS)
 		return r->v;
@@ -996,6 +1017,12 @@ static enum verdict twin_evidence(struct bl *self, const struct bcase *bc,
 				  "inconclusive: the merged plain pair missed the fast path (TCPHPHits +0)");
 	if (!read_all_to(self, self->sent, r, NULL))
 		return r->v;
+	/* What was merged must be acknowledged: the end_seq rule. */
+	acked = acked_to(self, self->sent);
+	if (acked != self->sent)
+		return set_result(r, V_FAIL,
+				  "after a merged plain data pair the kernel acknowledged the stream to offset %u, not to its end %u",
+				  acked, self->sent);
 	return V_PASS;
 }
 
