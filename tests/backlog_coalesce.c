@@ -380,12 +380,16 @@ static enum verdict run_segs(struct bl *self, enum mode mode,
 			     const struct bcase *bc, struct held *h,
 			     struct result *r)
 {
-	const struct seg prime = { .flags = PKT_ACK | PKT_PSH, .len = PRIME_LEN };
+	struct seg prime = { .flags = PKT_ACK | PKT_PSH, .len = PRIME_LEN };
 	struct receiver rx = { .fd = self->c.fd };
 	uint32_t start = self->sent;
 	int rc, bad = 0, werr = 0;
 
 	memset(h, 0, sizeof(*h));
+#ifdef KGATE_FAULTS
+	if (peer_fault("prime"))
+		prime.gap = 1;
+#endif
 	if (send_next(self, &prime))
 		return set_result(r, V_SKIP, "inconclusive: writing to tun: %s", strerror(errno));
 	peer_conn_drain(&self->c, 0);

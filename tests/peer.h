@@ -177,7 +177,8 @@ void uffd_resolve(struct uffd_hold *h);
  * Test-the-test hooks (never in the guest's binaries): KGATE_FAULT=
  * "write:N" makes the Nth device write of a process short,
  * "nstat:N" the Nth counter read fail, "hold" the fault never arrive,
- * "coalesce" every TCPBacklogCoalesce read 0, "hphits" every TCPHPHits.
+ * "coalesce" every TCPBacklogCoalesce read 0, "hphits" every TCPHPHits,
+ * "prime" the bytes queued for a hold sent past a hole (never readable).
  */
 bool peer_fault(const char *what);
 #endif

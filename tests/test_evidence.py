@@ -73,6 +73,16 @@ def test_flood_without_merges_or_drops_fails():
     assert res["backlog.ipv4.flood"][0] == "fail" and rc == 1, out
 
 
+def test_unreadable_bytes_before_the_hold_fail():
+    """In-order bytes the kernel never makes readable are its failure:
+    the receiver cannot fault on them, and waiting out the deadline as
+    "never faulted" would hide it (a kernel that lost where a merged
+    pair ended did exactly that)."""
+    rc, res, out = run("backlog.ipv4.data_data", "prime")
+    assert res["backlog.ipv4.data_data"][0] == "fail" and rc == 1, out
+    assert "never became readable" in out, out
+
+
 def test_setup_write_failure_fails():
     """The handshake's SYN not written whole: the case fails."""
     rc, res, out = run("backlog.ipv4.data_data", "write:1")
