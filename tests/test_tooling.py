@@ -137,7 +137,17 @@ ALL_BAD = {c.replace(f"{results.FIXTURE}.", "").replace(".", "_"): "fail"
     ("fixed", "complete", {"backlog.ipv4_ctl.data_urg": "fail"}, results.REGRESSION),
     ("fixed", "complete", {"backlog.ipv4.data_data": "skip"}, results.INCONCLUSIVE),
     ("fixed", "incomplete", {}, results.INFRA),
-    ("fixed", "complete", {results.RUN_CASE: "fail"}, results.INFRA),
+    # the test program crashed or bailed out on the kernel under test
+    ("fixed", "complete", {results.RUN_CASE: "fail"}, results.ERROR),
+    ("candidate", "complete", {results.RUN_CASE: "fail"}, results.ERROR),
+    # ... on the control: not the kernel under test
+    ("known-bad", "complete", dict(ALL_BAD, **{results.RUN_CASE: "fail"}), results.INFRA),
+    # a failed case decides, whatever happened after it
+    ("fixed", "complete", {"backlog.ipv4.data_fin": "fail", results.RUN_CASE: "fail"},
+     results.REGRESSION),
+    ("fixed", "incomplete", {"backlog.ipv4.data_fin": "fail"}, results.REGRESSION),
+    # test_pkt barely touches the kernel: its crash is ours
+    ("fixed", "complete", {results.UNIT_RUN_CASE: "fail"}, results.INFRA),
     ("fixed", "complete", {"csum_rfc1071": "fail"}, results.REGRESSION),
     ("known-bad", "complete", dict(ALL_BAD, csum_rfc1071="fail"), results.INFRA),
     ("known-bad", "complete", ALL_BAD, results.CAUGHT),
@@ -204,11 +214,26 @@ def bench_cases(res=None, figs=None):
     ({"bench.bulk": "skip"}, results.PASS),          # one CPU: reported, not gating
     ({"bench.bulk": "fail"}, results.REGRESSION),    # a broken stream
     ({"bench.drain": "fail"}, results.REGRESSION),   # merged with the sysctl at 0
-    ({results.BENCH_RUN_CASE: "fail"}, results.INFRA),   # crashed
+    ({results.BENCH_RUN_CASE: "fail"}, results.ERROR),   # crashed on the kernel under test
 ])
 def test_bench_part_of_the_verdict(res, expect):
     assert results.job_verdict("fixed", "complete", cases() + bench_cases(res),
                                bench=True)[0] == expect
+
+
+def test_a_failed_case_outranks_a_broken_benchmark():
+    c = cases(**{"backlog.ipv4.data_fin": "fail"})
+    for bench in ({results.BENCH_RUN_CASE: "fail"}, {}):
+        v = results.job_verdict("fixed", "complete", c + bench_cases(bench) if bench else c,
+                                bench=True)
+        assert v[0] == results.REGRESSION, v
+
+
+def test_run_verdict_ranks_error_between_infrastructure_and_regression():
+    def job(v):
+        return {"target": "x86_64", "variant": "fixed", "verdict": v}
+    assert results.run_verdict([job(results.INFRA), job(results.ERROR)])[:2] == (results.ERROR, 5)
+    assert results.run_verdict([job(results.ERROR), job(results.REGRESSION)])[0] == results.REGRESSION
 
 
 def test_bench_missing_is_infrastructure_only_where_expected():

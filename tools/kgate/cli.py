@@ -317,7 +317,8 @@ def parser():
     s.set_defaults(func=cmd_jobs)
     s = sub.add_parser("run", help="build what is missing and run the jobs locally with lava-run",
                        description="Exit status: 0 gate passed, 1 regression (or the known-bad "
-                       "control was missed), 3 infrastructure failure, 4 inconclusive, 2 usage.")
+                       "control was missed), 3 infrastructure failure, 4 inconclusive, 5 error (a "
+                       "test program crashed or bailed out on the kernel under test), 2 usage.")
     add_run_args(s)
     s.set_defaults(func=cmd_run)
     s = sub.add_parser("matrix", help="print the matrix of a run (default: the latest)")
@@ -386,7 +387,7 @@ def parser():
                        "known-bad control; the table lists each mutant's verdict and the "
                        "cases that failed or were inconclusive. Summary in "
                        "build/mutants/<time>/mutants.json. Exit status: 0 every mutant caught "
-                       "(a case failed) or, where its patch allows it, inconclusive; 1 a "
+                       "(a case failed, or the test program crashed on it) or, where its patch allows it, inconclusive; 1 a "
                        "mutant passed, was inconclusive where that is not allowed, or was left "
                        "undecided by an infrastructure failure; 2 usage.")
     s.add_argument("target", nargs="*",

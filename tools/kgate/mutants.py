@@ -37,7 +37,7 @@ LABELS = {CAUGHT: "caught", ALLOWED: "inconclusive (allowed)",
           NOT_CAUGHT: "NOT CAUGHT (inconclusive)", UNDECIDED: "UNDECIDED",
           PASSED: "PASSED: gate blind"}
 # A mutant's combined verdict over its targets, from caught to blind.
-VERDICTS = [results.REGRESSION, results.INCONCLUSIVE, results.INFRA, results.PASS]
+VERDICTS = [results.REGRESSION, results.ERROR, results.INCONCLUSIVE, results.INFRA, results.PASS]
 
 
 def parse_patch(text):
@@ -86,7 +86,8 @@ def select(mutants, wanted):
 
 def outcome(verdict, inconclusive_allowed):
     """What one job's verdict says about a mutant."""
-    if verdict == results.REGRESSION:
+    # A kernel that crashes the test program fails the gate as well.
+    if verdict in (results.REGRESSION, results.ERROR):
         return CAUGHT
     if verdict == results.INCONCLUSIVE:
         return ALLOWED if inconclusive_allowed else NOT_CAUGHT

@@ -37,7 +37,7 @@ def junit(doc):
             if job.get(key) is not None:
                 ET.SubElement(props, "property", name=key, value=str(job[key]))
         counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
-        if job["verdict"] == results.INFRA:
+        if job["verdict"] in (results.INFRA, results.ERROR):
             tc = ET.SubElement(suite, "testcase", classname=name, name="job")
             err = ET.SubElement(tc, "error", message=str(job.get("reason", "")))
             err.text = "\n".join(str(e) for e in job.get("errors", []))
@@ -82,7 +82,7 @@ th.job { writing-mode: vertical-rl; transform: rotate(180deg); white-space: nowr
 td.pass { background: #d4edda; } td.fail { background: #f8d7da; font-weight: bold; }
 td.skip { background: #fff3cd; } td.xfail { background: #e2e3f3; } td.none { color: #999; }
 .v-pass, .v-caught { background: #d4edda; } .v-regression, .v-missed { background: #f8d7da; }
-.v-infrastructure { background: #f5c6cb; } .v-inconclusive { background: #fff3cd; }
+.v-infrastructure { background: #f5c6cb; } .v-error { background: #f1b0b7; } .v-inconclusive { background: #fff3cd; }
 pre { background: #f6f6f6; padding: 0.5em; overflow-x: auto; }
 """
 

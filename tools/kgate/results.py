@@ -35,11 +35,15 @@ SCHEMA_VERSION = 1
 PASS = "pass"                  # fixed kernel: every case passed
 REGRESSION = "regression"      # fixed kernel: a case failed
 INCONCLUSIVE = "inconclusive"  # a case could not prove it ran the path
-INFRA = "infrastructure"       # job incomplete, guest broken, results missing
+INFRA = "infrastructure"       # build, boot, lab or artifacts failed; results missing
+ERROR = "error"                # kernel under test: a test program crashed or
+                               # bailed out there (KCIDB's name for it)
 CAUGHT = "caught"              # known-bad kernel: the regression was caught
 MISSED = "missed"              # known-bad kernel passed: the gate is blind
 
-EXIT_CODES = {PASS: 0, REGRESSION: 1, MISSED: 1, INFRA: 3, INCONCLUSIVE: 4}
+EXIT_CODES = {PASS: 0, REGRESSION: 1, MISSED: 1, INFRA: 3, INCONCLUSIVE: 4, ERROR: 5}
+# A run's verdict is its jobs' worst, in this order.
+SEVERITY = [PASS, INCONCLUSIVE, INFRA, ERROR, REGRESSION, MISSED]
 
 
 def is_bench(case):
@@ -61,20 +65,23 @@ def figures(cases):
     return out
 
 
-def bench_verdict(cases, expected):
+def bench_verdict(cases, expected, under_test=True):
     """Return (verdict or None, reason) for the benchmark's part of a job.
 
     Only what can be wrong with the kernel or the guest counts: a
     broken stream or merges with coalescing off is a regression; a
-    crashed or missing benchmark is infrastructure. Inconclusive
-    benchmark cases (the backlog never used, as on one CPU) are
-    reported but do not decide the gate.
+    benchmark that crashed or bailed out is the error of the kernel
+    under test (infrastructure on the known-bad control); results that
+    never came are infrastructure. Inconclusive benchmark cases (the
+    backlog never used, as on one CPU) are reported but do not decide
+    the gate.
     """
     by_name = {c["case"]: c["result"] for c in cases if is_bench(c)}
     if not by_name:
         return (INFRA, "benchmark results missing") if expected else (None, "")
     if by_name.get(BENCH_RUN_CASE) == "fail":
-        return INFRA, "the benchmark crashed or reported fewer cases than planned"
+        return (ERROR if under_test else INFRA,
+                "the benchmark crashed, bailed out or reported fewer cases than planned")
     missing = [c for c in BENCH_CASES + [BENCH_RUN_CASE] if c not in by_name]
     if missing:
         return INFRA, f"benchmark results missing: {', '.join(missing)}"
@@ -91,10 +98,13 @@ def job_verdict(variant, health, all_cases, bench=False):
     bench: the job was meant to run the benchmark too.
     """
     verdict, reason = _gate_verdict(variant, health, [c for c in all_cases if not is_bench(c)])
-    if verdict in (INFRA, MISSED) or health != "complete":
+    if verdict in (INFRA, MISSED, ERROR) or health != "complete":
         return verdict, reason
-    bv, breason = bench_verdict(all_cases, bench)
-    if bv == INFRA or (bv == REGRESSION and verdict in (PASS, INCONCLUSIVE)):
+    bv, breason = bench_verdict(all_cases, bench, variant != "known-bad")
+    # A failed case still decides; the control stays judged by its own
+    # cases unless its benchmark broke.
+    if (bv in (INFRA, ERROR) and verdict != REGRESSION) or \
+            (bv == REGRESSION and verdict in (PASS, INCONCLUSIVE)):
         return bv, breason if verdict == PASS else f"{breason}; {reason}"
     return verdict, reason
 
@@ -102,10 +112,24 @@ def job_verdict(variant, health, all_cases, bench=False):
 def _gate_verdict(variant, health, cases):
     by_name = {c["case"]: c["result"] for c in cases}
     missing = [c for c in GUEST_CASES + [RUN_CASE, UNIT_RUN_CASE] if c not in by_name]
+    under_test = variant != "known-bad"
+    failed = [c for c in GUEST_CASES if by_name.get(c) == "fail"]
+    trouble = ("job incomplete" if health != "complete" else
+               "backlog_coalesce crashed, bailed out or reported fewer cases than planned"
+               if by_name.get(RUN_CASE) == "fail" else "")
+    # A case that failed on the kernel under test decides, whatever
+    # happened after it.
+    if under_test and failed and trouble:
+        return REGRESSION, f"failed: {', '.join(failed)}; then {trouble}"
     if health != "complete":
+        # Not yet told apart: the program hanging on this kernel (an
+        # error) from a lab or a log that broke off (infrastructure).
         return INFRA, "job incomplete"
-    if by_name.get(RUN_CASE) == "fail" or by_name.get(UNIT_RUN_CASE) == "fail":
-        return INFRA, "a test program crashed or reported fewer cases than planned"
+    if by_name.get(RUN_CASE) == "fail":
+        return (ERROR if under_test else INFRA), trouble
+    if by_name.get(UNIT_RUN_CASE) == "fail":
+        # Our packet code's unit tests barely touch the kernel.
+        return INFRA, "test_pkt crashed or reported fewer cases than planned"
     if missing:
         return INFRA, f"results missing: {', '.join(missing)}"
     unit_failed = [c for c, r in by_name.items()
@@ -115,7 +139,6 @@ def _gate_verdict(variant, health, cases):
         # backlog test says there can be trusted.
         verdict = INFRA if variant == "known-bad" else REGRESSION
         return verdict, f"packet unit tests failed: {', '.join(unit_failed)}"
-    failed = [c for c in GUEST_CASES if by_name[c] == "fail"]
     skipped = [c for c in GUEST_CASES if by_name[c] == "skip"]
     if variant == "known-bad":
         must = [c for c in KNOWN_BAD_MUST_FAIL if by_name[c] != "fail"]
@@ -136,11 +159,10 @@ def run_verdict(jobs):
     if not jobs:
         return INFRA, EXIT_CODES[INFRA], "no jobs ran"
     worst = PASS
-    order = [PASS, INCONCLUSIVE, INFRA, REGRESSION, MISSED]
     for j in jobs:
         v = j["verdict"]
         v = PASS if v == CAUGHT else v
-        if order.index(v) > order.index(worst):
+        if SEVERITY.index(v) > SEVERITY.index(worst):
             worst = v
     parts = []
     for name in ("fixed", "candidate"):
@@ -224,7 +246,7 @@ def matrix(jobs):
         bv, breason = bench_verdict(j["cases"], False)
         if bv is None and breason:
             notes.append(f"{j['target']}/{j['variant']} {breason}")
-        if j["verdict"] == INFRA:
+        if j["verdict"] in (INFRA, ERROR):
             notes.append(f"{j['target']}/{j['variant']}: {j.get('reason', '')}")
     return "\n".join([format_table(heads, rows, rule=True)] + notes)
 
