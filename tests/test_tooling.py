@@ -229,6 +229,46 @@ def test_a_failed_case_outranks_a_broken_benchmark():
         assert v[0] == results.REGRESSION, v
 
 
+TIMEOUT = ["lava-test-shell: lava-test-shell timed out after 180 seconds"]
+
+
+def test_a_program_that_hangs_on_the_kernel_under_test_is_its_error():
+    # unit tests done, backlog_coalesce reported 17 results, then LAVA's
+    # test shell ran out of time: the program hung on this kernel
+    c = [x for x in cases() if x["case"] != results.RUN_CASE][:17] + \
+        [{"case": results.UNIT_RUN_CASE, "result": "pass"}]
+    v, why = results.job_verdict("candidate", "incomplete", c, errors=TIMEOUT)
+    assert v == results.ERROR and "stopped after 17 of 132" in why, why
+    # the control, or no timeout of the test shell (a log that broke off,
+    # the lab): infrastructure
+    assert results.job_verdict("known-bad", "incomplete", c, errors=TIMEOUT)[0] == results.INFRA
+    assert results.job_verdict("candidate", "incomplete", c)[0] == results.INFRA
+    assert results.job_verdict("candidate", "incomplete", c, errors=[
+        "auto-login-action: auto-login-action timed out after 120 seconds"])[0] == results.INFRA
+    # test_pkt never finished: nothing says the kernel did it
+    c2 = [x for x in c if x["case"] != results.UNIT_RUN_CASE]
+    assert results.job_verdict("candidate", "incomplete", c2, errors=TIMEOUT)[0] == results.INFRA
+
+
+def test_a_real_test_shell_timeout_reads_as_the_kernels_error():
+    """lava-run-x86_64-hang.log: a real lava-run of an x86_64 job whose
+    test action had 1 minute and whose backlog step was
+    'sh -c "backlog_coalesce --case backlog.ipv4_ctl.data_data; sleep 300"':
+    LAVA's own words for a program that never finished."""
+    r = lavalog.parse(read("lava-run-x86_64-hang.log"))
+    assert r["health"] == "incomplete"
+    v, why = results.job_verdict("candidate", r["health"], r["cases"], errors=r["errors"])
+    assert v == results.ERROR and "stopped after 1 of 132" in why and "timed out" in why, why
+    assert results.job_verdict("known-bad", r["health"], r["cases"],
+                               errors=r["errors"])[0] == results.INFRA
+
+
+def test_a_benchmark_that_hangs_on_the_kernel_under_test_is_its_error():
+    c = cases() + [{"definition": BENCH, "case": "bench.bulk", "result": "pass"}]
+    v, why = results.job_verdict("fixed", "incomplete", c, bench=True, errors=TIMEOUT)
+    assert v == results.ERROR and "backlog_bench" in why, why
+
+
 def test_run_verdict_ranks_error_between_infrastructure_and_regression():
     def job(v):
         return {"target": "x86_64", "variant": "fixed", "verdict": v}

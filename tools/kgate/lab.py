@@ -212,9 +212,10 @@ def collect_job(identity, it, outdir, timeout):
         errors.append(str(show["failure_comment"]))
     ok = state == "Finished" and health == "Complete"
     verdict, reason = results.job_verdict(it["variant"], "complete" if ok else "incomplete", cases,
-                                          bench=render.has_bench(it["variant"]))
+                                          bench=render.has_bench(it["variant"]), errors=errors)
     if not ok:
-        reason = f"LAVA job {job_id} {state}/{health}"
+        reason = (f"LAVA job {job_id} {state}/{health}" if verdict == results.INFRA else
+                  f"{reason} (LAVA job {job_id} {state}/{health})")
     return {
         "target": it["target"], "variant": it["variant"], "verdict": verdict, "reason": reason,
         "health": "complete" if ok else "incomplete", "errors": errors,

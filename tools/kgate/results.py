@@ -1,6 +1,7 @@
 """Verdicts, results.json and the matrix printed on the terminal."""
 import json
 import os
+import re
 
 from .common import atomic_write, format_table
 
@@ -36,8 +37,8 @@ PASS = "pass"                  # fixed kernel: every case passed
 REGRESSION = "regression"      # fixed kernel: a case failed
 INCONCLUSIVE = "inconclusive"  # a case could not prove it ran the path
 INFRA = "infrastructure"       # build, boot, lab or artifacts failed; results missing
-ERROR = "error"                # kernel under test: a test program crashed or
-                               # bailed out there (KCIDB's name for it)
+ERROR = "error"                # kernel under test: a test program crashed, bailed
+                               # out or hung there (KCIDB's name for it)
 CAUGHT = "caught"              # known-bad kernel: the regression was caught
 MISSED = "missed"              # known-bad kernel passed: the gate is blind
 
@@ -92,12 +93,42 @@ def bench_verdict(cases, expected, under_test=True):
     return None, f"benchmark inconclusive: {', '.join(skipped)}" if skipped else ""
 
 
-def job_verdict(variant, health, all_cases, bench=False):
+# How LAVA says a test action ran out of time (lava_common/timeout.py:
+# "<action> timed out after N seconds"; the test shell or its retry).
+SHELL_TIMEOUT = re.compile(r"lava-test-(?:shell|retry) timed out")
+
+
+def _stopped_program(all_cases, errors):
+    """The reason a job broke off because a guest test program never
+    finished, or None when it broke off for another reason: LAVA's test
+    shell ran out of time while that program was running (it had
+    started: what ran before it reported its end)."""
+    timeout = next((e for e in errors if SHELL_TIMEOUT.search(e)), None)
+    if not timeout:
+        return None
+    by_name = {c["case"]: c["result"] for c in all_cases}
+    if UNIT_RUN_CASE not in by_name:
+        return None
+    if RUN_CASE not in by_name:
+        seen = sum(c in by_name for c in GUEST_CASES)
+        return (f"backlog_coalesce stopped after {seen} of {len(GUEST_CASES)} results on this "
+                f"kernel ({timeout})")
+    if any(is_bench(c) for c in all_cases) and BENCH_RUN_CASE not in by_name:
+        return f"backlog_bench never finished on this kernel ({timeout})"
+    return None
+
+
+def job_verdict(variant, health, all_cases, bench=False, errors=()):
     """Return (verdict, reason) for one job from its health and cases.
 
-    bench: the job was meant to run the benchmark too.
+    bench: the job was meant to run the benchmark too. errors: LAVA's
+    error lines (lavalog.parse, lab.parse_results).
     """
     verdict, reason = _gate_verdict(variant, health, [c for c in all_cases if not is_bench(c)])
+    if verdict == INFRA and health != "complete" and variant != "known-bad":
+        stopped = _stopped_program(all_cases, errors)
+        if stopped:
+            return ERROR, stopped
     if verdict in (INFRA, MISSED, ERROR) or health != "complete":
         return verdict, reason
     bv, breason = bench_verdict(all_cases, bench, variant != "known-bad")
@@ -122,8 +153,8 @@ def _gate_verdict(variant, health, cases):
     if under_test and failed and trouble:
         return REGRESSION, f"failed: {', '.join(failed)}; then {trouble}"
     if health != "complete":
-        # Not yet told apart: the program hanging on this kernel (an
-        # error) from a lab or a log that broke off (infrastructure).
+        # job_verdict() tells a program that hung on this kernel (an
+        # error) from a lab or a log that broke off.
         return INFRA, "job incomplete"
     if by_name.get(RUN_CASE) == "fail":
         return (ERROR if under_test else INFRA), trouble

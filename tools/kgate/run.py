@@ -210,7 +210,8 @@ def run(target_names, variants=VARIANTS, parallel=1, jobs=None, job_timeout=900,
             log(f"[run] start  {name}/{v}")
             parsed, secs = run_job(job_path, dev, outdir, job_timeout)
             verdict, reason = results.job_verdict(v, parsed["health"], parsed["cases"],
-                                                  bench=render.has_bench(v, bench))
+                                                  bench=render.has_bench(v, bench),
+                                                  errors=parsed["errors"])
             log(f"[run] end    {name}/{v}: {verdict} ({reason}) in {secs:.1f}s")
             return {
                 "target": name, "variant": v, "verdict": verdict, "reason": reason,
