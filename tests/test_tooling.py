@@ -261,6 +261,15 @@ def test_a_real_test_shell_timeout_reads_as_the_kernels_error():
     assert v == results.ERROR and "stopped after 1 of 132" in why and "timed out" in why, why
     assert results.job_verdict("known-bad", r["health"], r["cases"],
                                errors=r["errors"])[0] == results.INFRA
+    # the program's last lines, for the matrix: its output, not LAVA's
+    # signals or the echo of the poweroff LAVA sent after giving up
+    assert r["tail"][-1].startswith("# Totals: pass:1") and "poweroff" not in r["tail"]
+    assert not any(line.startswith("<LAVA_SIGNAL") for line in r["tail"])
+    job = {"target": "x86_64", "variant": "candidate", "verdict": v, "reason": why,
+           "cases": r["cases"], "tail": r["tail"], "log": "x86_64-candidate/lava.log"}
+    text = results.matrix([job])
+    assert "its last lines (x86_64-candidate/lava.log):" in text
+    assert "    ok 1 backlog.ipv4_ctl.data_data" in text
 
 
 def test_a_benchmark_that_hangs_on_the_kernel_under_test_is_its_error():

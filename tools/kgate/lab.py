@@ -17,7 +17,7 @@ import urllib.parse
 
 import yaml
 
-from . import render, results
+from . import lavalog, render, results
 from . import run as runner
 from .common import BUILD, TOP, KgateError, atomic_write, check_variant, log, need_tools, target
 
@@ -198,12 +198,13 @@ def collect_job(identity, it, outdir, timeout):
         log(f"[collect] job {job_id}: {e}")
     show = json.loads(lavacli(identity, "jobs", "show", job_id, "--json"))
     state, health = show.get("state"), show.get("health")
-    cases, errors = ([], [])
+    cases, errors, tail = [], [], []
     if state == "Finished":
         cases, errors = parse_results(lavacli(identity, "results", job_id, "--yaml"))
         try:
             log_text = lavacli(identity, "jobs", "logs", job_id, "--raw", timeout=300)
             atomic_write(os.path.join(outdir, "lava.log"), log_text)
+            tail = lavalog.parse(log_text)["tail"]
         except KgateError as e:
             errors.append(f"log not fetched: {e}")
     else:
@@ -216,7 +217,7 @@ def collect_job(identity, it, outdir, timeout):
     if not ok:
         reason = (f"LAVA job {job_id} {state}/{health}" if verdict == results.INFRA else
                   f"{reason} (LAVA job {job_id} {state}/{health})")
-    return {
+    job = {
         "target": it["target"], "variant": it["variant"], "verdict": verdict, "reason": reason,
         "health": "complete" if ok else "incomplete", "errors": errors,
         "seconds": _seconds(show), "timing": {}, "cases": cases,
@@ -224,6 +225,9 @@ def collect_job(identity, it, outdir, timeout):
         "log": os.path.join(f"{it['target']}-{it['variant']}", "lava.log"),
         "lava_job": int(job_id), "lava_health": health,
     }
+    if verdict == results.ERROR:
+        job["tail"] = tail
+    return job
 
 
 def collect(run_dir, identity=None, timeout=1800):

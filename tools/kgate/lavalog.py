@@ -29,14 +29,23 @@ def parse_lines(text):
             yield entry
 
 
+# The guest's last lines kept for a report (a program that crashed or hung).
+TAIL_LINES = 12
+
+
 def parse(text):
-    """Return {'cases': [...], 'health': ..., 'errors': [...], 'job': result}.
+    """Return {'cases': [...], 'health': ..., 'errors': [...], 'job': result,
+    'timing': {...}, 'tail': [...]}.
 
     cases: dicts with definition, case, result and, where given,
     measurement and units, in log order (test definitions only: LAVA's
-    own 'lava' definition is reported separately as job/errors).
+    own 'lava' definition is reported separately as job/errors). tail:
+    the guest's last lines of output before LAVA gave up on it (or the
+    job ended), without LAVA's signals and the echo of its own commands.
     """
-    cases, errors = [], []
+    cases, errors, tail = [], [], []
+    sent = set()
+    given_up = False
     job_result = None
     health = None
     boot_at = first_at = last_at = None
@@ -65,6 +74,14 @@ def parse(text):
             cases.append(item)
         elif lvl == "error" and msg:
             errors.append(str(msg))
+            given_up = True
+        elif lvl == "exception":
+            given_up = True
+        elif lvl == "input" and isinstance(msg, str):
+            sent.add(msg.strip())
+        elif lvl == "target" and isinstance(msg, str) and not given_up:
+            if not msg.startswith("<LAVA_SIGNAL") and msg.strip() not in sent:
+                tail = (tail + [msg])[-TAIL_LINES:]
         elif lvl == "info" and isinstance(msg, str) and msg.startswith("Job finished correctly"):
             health = "complete"
     if health is None:
@@ -75,7 +92,7 @@ def parse(text):
     if boot_at and last_at:
         timing["boot_to_end"] = round((last_at - boot_at).total_seconds(), 2)
     return {"cases": cases, "health": health, "job": job_result, "errors": errors,
-            "timing": timing}
+            "timing": timing, "tail": tail}
 
 
 def _time(dt):

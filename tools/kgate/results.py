@@ -279,6 +279,9 @@ def matrix(jobs):
             notes.append(f"{j['target']}/{j['variant']} {breason}")
         if j["verdict"] in (INFRA, ERROR):
             notes.append(f"{j['target']}/{j['variant']}: {j.get('reason', '')}")
+        if j["verdict"] == ERROR and j.get("tail"):
+            notes.append(f"  its last lines ({j.get('log', 'lava.log')}):")
+            notes.extend(f"    {line}" for line in j["tail"])
     return "\n".join([format_table(heads, rows, rule=True)] + notes)
 
 

@@ -213,13 +213,17 @@ def run(target_names, variants=VARIANTS, parallel=1, jobs=None, job_timeout=900,
                                                   bench=render.has_bench(v, bench),
                                                   errors=parsed["errors"])
             log(f"[run] end    {name}/{v}: {verdict} ({reason}) in {secs:.1f}s")
-            return {
+            job = {
                 "target": name, "variant": v, "verdict": verdict, "reason": reason,
                 "health": parsed["health"], "errors": parsed["errors"],
                 "seconds": round(secs, 1), "timing": parsed["timing"], "cases": parsed["cases"],
                 "kernel_sha256": art["kernel"]["sha256"], "rootfs_sha256": art["rootfs"]["sha256"],
                 "log": os.path.join(f"{name}-{v}", "lava.log"),
             }
+            if verdict == results.ERROR:
+                # what the program said last on the kernel that broke it
+                job["tail"] = parsed["tail"]
+            return job
 
         # Interrupted (Ctrl-C, or SIGTERM from a CI runner): stop the
         # guests and write nothing, so no half run looks complete.
