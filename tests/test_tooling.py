@@ -11,7 +11,7 @@ import yaml
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 
-from kgate import common, figures, kernel, lavalog, render, results  # noqa: E402
+from kgate import cli, common, figures, kernel, lavalog, render, results  # noqa: E402
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 ART = {"kernel": {"url": "file:///k/image", "sha256": "a" * 64},
@@ -838,3 +838,54 @@ def test_collect_finds_the_newest_submitted_run(tmp_path):
         if submitted:
             (tmp_path / name / lab.SUBMITTED).write_text("{}")
     assert lab.newest_submitted(str(tmp_path)) == str(tmp_path / "20261202T000000Z")
+
+
+def test_a_candidate_patch_that_does_not_apply_fails_the_candidate(fake_source, tmp_path,
+                                                                     monkeypatch):
+    pristine, use = fake_source
+    # the user's patch (in the --patches folder) does not apply
+    monkeypatch.setitem(kernel._candidate, "patches", str(tmp_path))
+    use(_diff("net/a.c", "not a", "a mutant"))
+    with pytest.raises(common.CandidateError, match="does not apply"):
+        kernel.prepare_tree("candidate")
+    # one of our own series does not apply to Debian's source: ours
+    monkeypatch.setitem(kernel._candidate, "patches", str(tmp_path / "elsewhere"))
+    with pytest.raises(common.InfraError, match="does not apply"):
+        kernel.prepare_tree("candidate")
+
+
+@pytest.mark.parametrize("error,code,says", [
+    (common.CandidateError, 1, "the candidate failed"),
+    (common.InfraError, 3, "infrastructure"),
+    (common.KgateError, 2, "error"),
+])
+def test_exit_code_of_each_kind_of_error(monkeypatch, capsys, error, code, says):
+    def boom(args):
+        raise error("what happened")
+    monkeypatch.setattr(cli, "cmd_list", boom)
+    assert cli.main(["list"]) == code
+    err = capsys.readouterr().err
+    assert f"kgate: {says}: what happened" in err
+    assert ("gate FAILED" in err) == (error is common.CandidateError)
+
+
+def test_a_failed_build_shows_the_compilers_lines(tmp_path):
+    log = tmp_path / "build.log"
+    script = tmp_path / "cc.sh"
+    script.write_text("""echo '  CC      lib/error-inject.o'
+echo "net/ipv4/tcp_ipv4.c: In function 'tcp_add_backlog':"
+echo "net/ipv4/tcp_ipv4.c:1852:9: error: 'foo' undeclared"
+echo ' 1852 |         foo = 1;'
+echo '      |         ^~~'
+echo '  CC      net/ipv4/tcp.o'
+echo 'make[3]: *** [scripts/Makefile.build:250: net/ipv4/tcp_ipv4.o] Error 1'
+exit 2
+""")
+    with pytest.raises(common.CandidateError) as e:
+        common.run_logged(["sh", str(script)], str(log), "kernel x86_64/candidate",
+                          error=common.CandidateError)
+    lines = str(e.value).splitlines()[1:]
+    assert lines == ["net/ipv4/tcp_ipv4.c: In function 'tcp_add_backlog':",
+                     "net/ipv4/tcp_ipv4.c:1852:9: error: 'foo' undeclared",
+                     " 1852 |         foo = 1;", "      |         ^~~",
+                     "make[3]: *** [scripts/Makefile.build:250: net/ipv4/tcp_ipv4.o] Error 1"]

@@ -5,7 +5,8 @@ import os
 from . import bench, compare, figures, kernel, lab, mutants, render, results, rootfs, soak
 from . import run as runner
 from . import selftest
-from .common import (ALL_VARIANTS, CANDIDATE, TOP, VARIANTS, KgateError, load_targets, log,
+from .common import (ALL_VARIANTS, CANDIDATE, TOP, VARIANTS, CandidateError, InfraError,
+                     KgateError, load_targets, log,
                      target)
 
 
@@ -413,6 +414,13 @@ def main(argv=None):
     args = parser().parse_args(argv)
     try:
         return args.func(args)
+    except CandidateError as e:
+        log(f"kgate: the candidate failed: {e}")
+        log("kgate: gate FAILED (the candidate kernel was never tested)")
+        return results.EXIT_CODES[results.REGRESSION]
+    except InfraError as e:
+        log(f"kgate: infrastructure: {e}")
+        return results.EXIT_CODES[results.INFRA]
     except KgateError as e:
         log(f"kgate: error: {e}")
         return 2

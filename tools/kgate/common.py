@@ -1,6 +1,7 @@
 """Paths, target data and small helpers shared by the kgate tools."""
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -18,7 +19,39 @@ ALL_VARIANTS = VARIANTS + (CANDIDATE,)
 
 
 class KgateError(Exception):
-    """An error the user can act on; printed without a traceback."""
+    """An error the user can act on; printed without a traceback. As
+    such, a usage error (exit 2); the subclasses say otherwise."""
+
+
+class InfraError(KgateError):
+    """Our own machinery failed (our patches, a build of our parts, the
+    tools): the run could not judge anything. Infrastructure, exit 3."""
+
+
+class CandidateError(KgateError):
+    """The candidate failed before any test ran: its patches do not
+    apply or its kernel does not build. The gate fails (exit 1)."""
+
+
+# What a compiler, linker or make says when a build fails.
+_BUILD_ERROR = re.compile(r"(: (fatal )?error:|\bError \d|undefined reference|\*\*\*)")
+
+
+def build_error_lines(text, limit=30):
+    """The lines of a build log that say what failed (gcc's 'error:'
+    lines with the two lines after each: the source line and the caret),
+    at most limit of them; the last 25 lines when none match."""
+    lines = text.splitlines()
+    keep = []
+    for i, line in enumerate(lines):
+        if _BUILD_ERROR.search(line):
+            first = i - 1 if i and "In function" in lines[i - 1] else i
+            for j in range(first, min(i + 3, len(lines))):
+                if j not in keep:
+                    keep.append(j)
+    if not keep:
+        return lines[-25:]
+    return [lines[j] for j in keep][:limit]
 
 
 def log(msg):
@@ -106,10 +139,12 @@ def tool_version(cmd):
     return out.splitlines()[0] if out else ""
 
 
-def run_logged(cmd, logpath, label, cwd=None, env=None, count_prefix=None, every=20.0):
+def run_logged(cmd, logpath, label, cwd=None, env=None, count_prefix=None, every=20.0,
+               error=KgateError):
     """Run cmd with its output in logpath; print a progress line now and then.
 
-    On failure the tail of the log is printed and KgateError raised.
+    On failure error (a KgateError class) is raised with the lines of
+    the log that say what failed.
     """
     os.makedirs(os.path.dirname(logpath), exist_ok=True)
     start = time.monotonic()
@@ -136,7 +171,7 @@ def run_logged(cmd, logpath, label, cwd=None, env=None, count_prefix=None, every
             proc.wait()
             raise
     if rc != 0:
-        tail = read_text(logpath, "").splitlines()[-25:]
-        raise KgateError(f"{label}: '{' '.join(cmd[:3])} ...' failed (exit {rc}); "
-                         f"last lines of {logpath}:\n" + "\n".join(tail))
+        text = read_text(logpath, "")
+        raise error(f"{label}: '{' '.join(cmd[:3])} ...' failed (exit {rc}); "
+                    f"from {logpath}:\n" + "\n".join(build_error_lines(text)))
     return time.monotonic() - start

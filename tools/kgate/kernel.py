@@ -15,7 +15,8 @@ import shutil
 import subprocess
 import time
 
-from .common import (BUILD, CANDIDATE, TOP, KgateError, atomic_copy, atomic_write,
+from .common import (BUILD, CANDIDATE, TOP, CandidateError, InfraError, KgateError, atomic_copy,
+                     atomic_write,
                      check_variant, log, need_tools, read_text, run_logged, target, tool_version)
 
 SOURCE_TARBALL = os.environ.get("KGATE_KERNEL_TARBALL", "/usr/src/linux-source-6.1.tar.xz")
@@ -285,8 +286,12 @@ def prepare_tree(variant):
                            cwd=tmp, capture_output=True, text=True)
         if r.returncode != 0:
             shutil.rmtree(tmp, ignore_errors=True)
-            raise KgateError(f"{os.path.relpath(p, TOP)} does not apply to {source_id()}:\n"
-                             f"{r.stdout}{r.stderr}")
+            # The user's patch failing is the candidate's failure; ours,
+            # our own (the series under kernel/ against Debian's source).
+            mine = not (_candidate["patches"] and
+                        os.path.dirname(os.path.abspath(p)) == _candidate["patches"])
+            raise (InfraError if mine else CandidateError)(
+                f"{os.path.relpath(p, TOP)} does not apply to {source_id()}:\n{r.stdout}{r.stderr}")
     changed = _tree_changes(tmp, from_dir)
     if old and old[1] == source_id():
         # No stamp while dst is half updated: an interrupted update is
@@ -377,6 +382,9 @@ def build(tgt_name, variant, jobs=None, force=False):
     os.makedirs(obj, exist_ok=True)
     jobs = jobs or (os.cpu_count() or 1) + 1
     label = f"kernel {tgt_name}/{variant}"
+    # The candidate not building is the candidate's failure; the fixed
+    # or known-bad kernel not building is ours.
+    failed = CandidateError if variant == CANDIDATE else InfraError
     logpath = os.path.join(BUILD, "logs", f"kernel-{tgt_name}-{variant}.log")
     if os.path.exists(logpath):
         os.unlink(logpath)
@@ -385,20 +393,21 @@ def build(tgt_name, variant, jobs=None, force=False):
           f"CC=ccache {cross}gcc", "HOSTCC=ccache gcc"]
     frags = fragments(tgt)
     log(f"[{label}] configuring (log: {os.path.relpath(logpath, TOP)})")
-    run_logged(mk + ["tinyconfig"], logpath, label, cwd=src, env=env)
+    run_logged(mk + ["tinyconfig"], logpath, label, cwd=src, env=env, error=failed)
     run_logged([os.path.join(src, "scripts/kconfig/merge_config.sh"), "-m", "-O", obj,
-                os.path.join(obj, ".config")] + frags, logpath, label, cwd=src, env=env)
-    run_logged(mk + ["olddefconfig"], logpath, label, cwd=src, env=env)
+                os.path.join(obj, ".config")] + frags, logpath, label, cwd=src, env=env,
+               error=failed)
+    run_logged(mk + ["olddefconfig"], logpath, label, cwd=src, env=env, error=failed)
     config_text = read_text(os.path.join(obj, ".config"))
     misses = verify_config(config_text, frags)
     if misses:
-        raise KgateError(f"[{label}] config fragment lines that did not stick:\n  " + "\n  ".join(misses))
+        raise failed(f"[{label}] config fragment lines that did not stick:\n  " + "\n  ".join(misses))
     log(f"[{label}] building with -j{jobs}")
     run_logged(mk + [f"-j{jobs}", os.path.basename(tgt["image"])], logpath, label,
-               cwd=src, env=env, count_prefix="  CC")
+               cwd=src, env=env, count_prefix="  CC", error=failed)
     built = os.path.join(obj, tgt["image"])
     if not os.path.isfile(built):
-        raise KgateError(f"[{label}] build finished but {built} is missing")
+        raise failed(f"[{label}] build finished but {built} is missing")
     # Image and config first, key last: a present key means a whole output.
     keyfile = os.path.join(out, "key")
     if os.path.exists(keyfile):

@@ -16,7 +16,7 @@ import tempfile
 import time
 
 from . import kernel
-from .common import (BUILD, TOP, KgateError, atomic_copy, atomic_write, log, need_tools,
+from .common import (BUILD, TOP, InfraError, KgateError, atomic_copy, atomic_write, log, need_tools,
                      read_text, run_logged, target, tool_version)
 
 TEST_PROGRAMS = {
@@ -113,10 +113,10 @@ def build_busybox(tgt, jobs):
     with open(logpath, "a", encoding="utf-8") as f:
         f.write(r.stdout + r.stderr)
     if r.returncode != 0:
-        raise KgateError(f"[{label}] configuring failed; see {logpath}")
+        raise InfraError(f"[{label}] configuring failed; see {logpath}")
     secs = run_logged(mk + [f"-j{jobs}", "all", "SKIP_STRIP=y"], logpath, label, env=env,
-                      count_prefix="  CC")
-    run_logged(mk + ["busybox.links"], logpath, label, env=env)
+                      count_prefix="  CC", error=InfraError)
+    run_logged(mk + ["busybox.links"], logpath, label, env=env, error=InfraError)
     atomic_write(os.path.join(d, ".kgate-key"), key)
     log(f"[{label}] done in {secs:.0f}s")
     return d
@@ -141,7 +141,7 @@ def _compile(cmd_head, prog, sources, dst, where):
     tmp = dst + ".tmp"
     r = subprocess.run(cmd_head + ["-o", tmp] + srcs, capture_output=True, text=True)
     if r.returncode != 0:
-        raise KgateError(f"building {prog} for {where} failed:\n{r.stderr}")
+        raise InfraError(f"building {prog} for {where} failed:\n{r.stderr}")
     os.replace(tmp, dst)
     return dst
 
@@ -234,7 +234,7 @@ def build(tgt_name, jobs=None, force=False):
             c.stdout.close()
             c.communicate(files)
             if c.returncode != 0 or g.wait() != 0:
-                raise KgateError(f"[rootfs {tgt_name}] cpio/gzip failed")
+                raise InfraError(f"[rootfs {tgt_name}] cpio/gzip failed")
         if os.path.exists(keyfile):
             os.unlink(keyfile)
         atomic_copy(cpio, dst)
