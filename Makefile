@@ -14,6 +14,8 @@ BASE_URL ?=
 DEVICE_TYPE ?= qemu
 # 'make mutants': only these mutants (names or numbers, e.g. 04 17); empty: all.
 MUTANT ?=
+# 'make bisect': the candidate series (a folder of patches) to bisect.
+PATCHES ?=
 # 'make compare': baseline and new run (folders or results.json).
 BASE ?=
 NEW ?=
@@ -21,7 +23,7 @@ RUN ?=
 BIND ?= 127.0.0.1
 PORT ?= 8011
 
-.PHONY: help deps list source kernel rootfs jobs run matrix compare baseline soak mutants serve submit collect lab-up lab-down check checkpatch clean distclean
+.PHONY: help deps list source kernel rootfs jobs run matrix compare baseline soak mutants bisect serve submit collect lab-up lab-down check checkpatch clean distclean
 
 help:
 	@echo "make deps        install every Debian package used (root; idempotent)"
@@ -33,6 +35,8 @@ help:
 	@echo "make soak        run the matrix N=3 times, list any result that changed (exit 1 if one did)"
 	@echo "make mutants     the mutation check: each kernel/mutants patch as the candidate kernel"
 	@echo "                 (ARCH=, default x86_64; MUTANT=04 17 for some); exit 1 if one passed"
+	@echo "make bisect      name the patch of a candidate series after which the gate fails"
+	@echo "                 (PATCHES=DIR, ARCH=; exit 0 = culprit named and verified)"
 	@echo "make serve       serve the artifacts over http for a LAVA lab (BIND=, PORT=)"
 	@echo "make submit      submit the jobs to a LAVA lab and collect the results"
 	@echo "                 (LAB=lavacli identity, BASE_URL=artifact URL, DEVICE_TYPE=, ARCH=)"
@@ -86,6 +90,10 @@ soak:
 
 mutants:
 	$(KGATE) mutants --parallel $(PARALLEL) $(foreach m,$(MUTANT),--mutant $(m)) $(ARCH)
+
+bisect:
+	@test -n "$(PATCHES)" || { echo "make bisect PATCHES=DIR [ARCH=...]"; exit 2; }
+	$(KGATE) bisect --parallel $(PARALLEL) --patches $(PATCHES) $(ARCH)
 
 serve:
 	$(KGATE) serve --bind $(BIND) --port $(PORT) $(ARCH)

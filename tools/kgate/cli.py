@@ -2,7 +2,7 @@
 import argparse
 import os
 
-from . import bench, compare, figures, kernel, lab, mutants, render, results, rootfs, soak
+from . import bench, bisect, compare, figures, kernel, lab, mutants, render, results, rootfs, soak
 from . import run as runner
 from . import selftest
 from .common import (ALL_VARIANTS, CANDIDATE, TOP, VARIANTS, CandidateError, InfraError,
@@ -244,6 +244,14 @@ def cmd_mutants(args):
     return code
 
 
+def cmd_bisect(args):
+    text, code, out_dir = bisect.bisect(args.patches, args.target, parallel=args.parallel,
+                                        jobs=args.jobs)
+    print(text)
+    print(f"Bisection: {os.path.relpath(os.path.join(out_dir, 'bisect.json'), TOP)}")
+    return code
+
+
 def cmd_bench(args):
     print(bench.bench(args.target or None, cold=args.cold, parallel=args.parallel))
     return 0
@@ -398,6 +406,26 @@ def parser():
     s.add_argument("-p", "--parallel", type=int, default=2, help="jobs at once (default: 2)")
     s.add_argument("-j", "--jobs", type=int, help="parallel make jobs (default: cores + 1)")
     s.set_defaults(func=cmd_mutants)
+    s = sub.add_parser("bisect", help="name the patch of a candidate series after which the "
+                       "gate fails",
+                       description="The series in --patches (its 'series' file, else name "
+                       "order) is applied step by step on kernel/patches; step 0 (the fixed "
+                       "kernel) must pass and the whole series must fail; the range is halved "
+                       "until one patch separates a pass from a failure. Steps whose kernel "
+                       "does not apply or build, or whose verdict is inconclusive or "
+                       "infrastructure, are skipped. The culprit must fail twice more and "
+                       "the step before it pass twice more. Each step runs the candidate "
+                       "only (no benchmark, no control). Report and every step's results in "
+                       "build/bisect/<time>/. Exit status: 0 a culprit named and verified, 1 "
+                       "none (the report says why), 2 usage.")
+    s.add_argument("target", nargs="*",
+                   help="targets (default: those where the latest run of this series failed, "
+                   f"else {' '.join(bisect.DEFAULT_TARGETS)})")
+    s.add_argument("--patches", required=True, metavar="DIR",
+                   help="the candidate series to bisect")
+    s.add_argument("-p", "--parallel", type=int, default=2, help="jobs at once (default: 2)")
+    s.add_argument("-j", "--jobs", type=int, help="parallel make jobs (default: cores + 1)")
+    s.set_defaults(func=cmd_bisect)
     s = sub.add_parser("bench", help="print build and boot figures per target",
                        description="Without --cold: the figures the last builds and the latest "
                        "run recorded. With --cold: remove all build outputs and the ccache, "

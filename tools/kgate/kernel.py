@@ -63,6 +63,12 @@ def set_candidate(patches=None, source=None):
         _candidate.update(patches=None, source=source)
 
 
+def describe_candidate():
+    """What the candidate kernel is, for results.json: {'patches': DIR}
+    or {'source': DIR}, or {} when none was given."""
+    return {k: v for k, v in _candidate.items() if v}
+
+
 def candidate_patches():
     """The user's patches: their folder's 'series' file, else every
     *.patch and *.diff in name order."""

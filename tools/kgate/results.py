@@ -220,7 +220,9 @@ def flat_results(jobs):
     return rows
 
 
-def write_json(path, run_id, started, finished, jobs):
+def write_json(path, run_id, started, finished, jobs, candidate=None):
+    """candidate: what the candidate kernel was ({'patches': DIR} or
+    {'source': DIR}), when the run had one."""
     verdict, code, summary = run_verdict(jobs)
     doc = {
         "schema": SCHEMA_VERSION,
@@ -233,6 +235,8 @@ def write_json(path, run_id, started, finished, jobs):
         "jobs": jobs,
         "results": flat_results(jobs),
     }
+    if candidate:
+        doc["candidate"] = candidate
     atomic_write(path, json.dumps(doc, indent=2, sort_keys=False) + "\n")
     return doc
 

@@ -242,7 +242,9 @@ def run(target_names, variants=VARIANTS, parallel=1, jobs=None, job_timeout=900,
             signal.signal(signal.SIGTERM, old_term)
         finished = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         doc = results.write_json(os.path.join(run_dir, "results.json"), os.path.basename(run_dir),
-                                 started, finished, done)
+                                 started, finished, done,
+                                 candidate=kernel.describe_candidate()
+                                 if CANDIDATE in variants else None)
         write_reports(run_dir, doc)
         if latest:
             point_latest(run_dir)

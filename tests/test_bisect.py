@@ -1,0 +1,132 @@
+"""kgate bisect: the search, the ends, skips, verification and the
+report, with the steps' verdicts scripted (no kernel is built here; the
+README's demo runs the real thing)."""
+import json
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tools"))
+from kgate import bisect, results  # noqa: E402
+
+G, B, S = bisect.GOOD, bisect.BAD, bisect.SKIP
+
+
+def probe(statuses):
+    tested = []
+
+    def test(k):
+        tested.append(k)
+        return statuses[k]
+    return test, tested
+
+
+@pytest.mark.parametrize("statuses,culprit", [
+    ([G, B], 1),
+    ([G, G, G, G, B], 4),
+    ([G, B, B, B, B], 1),
+    ([G, G, G, B, B, B, B, B, B], 3),
+])
+def test_search_names_the_first_bad_step(statuses, culprit):
+    test, tested = probe(statuses)
+    good, bad = bisect.search(len(statuses) - 1, test)
+    assert (good, bad) == (culprit - 1, culprit)
+    assert len(tested) <= (len(statuses) - 1).bit_length()
+
+
+def test_search_steps_around_a_skipped_step():
+    # step 2 does not build: 1 good, 3 bad, so the culprit is 2 or 3
+    test, tested = probe([G, G, S, B, B])
+    assert bisect.search(4, test) == (1, 3)
+    assert 2 in tested
+    # step 3 skipped, 2 good, 4 bad: one of 3..4
+    test, _ = probe([G, G, G, S, B])
+    assert bisect.search(4, test) == (2, 4)
+
+
+def _patch(folder, name, subject, author="A Developer <dev@example.org>"):
+    path = folder / name
+    path.write_text(f"From 1234 Mon Sep 17 00:00:00 2001\nFrom: {author}\n"
+                    f"Date: Fri, 4 Dec 2026 19:00:00 +0000\nSubject: [PATCH] {subject}\n\n"
+                    "Why.\n---\n")
+    return path
+
+
+class Scripted(bisect.Runner):
+    """Runner whose steps come from a script: k -> statuses of its attempts."""
+
+    def __init__(self, patches, script, failed=None):
+        super().__init__(patches, ["x86_64"], "/nonexistent")
+        self.script = {k: list(v) for k, v in script.items()}
+        self.failed_at = failed or {}
+
+    def attempt(self, k, why):
+        st = self.script[k].pop(0) if len(self.script[k]) > 1 else self.script[k][0]
+        verdict = {G: results.PASS, B: results.REGRESSION, S: results.INFRA}[st]
+        step = {"k": k, "attempt": sum(s["k"] == k for s in self.steps) + 1, "why": why,
+                "patch": None if k == 0 else os.path.basename(self.patches[k - 1]),
+                "verdict": verdict, "status": st, "reason": "scripted", "seconds": 1.0,
+                "run": None, "failed": self.failed_at.get(k, [])}
+        self.steps.append(step)
+        self.first.setdefault(k, step)
+        return step
+
+
+@pytest.fixture
+def series(tmp_path, monkeypatch):
+    folder = tmp_path / "series"
+    folder.mkdir()
+    names = []
+    for i, subject in enumerate(["tcp: tidy a comment", "tcp: rename a local",
+                                 "tcp: merge RST segments in the backlog", "tcp: add a counter"], 1):
+        names.append(_patch(folder, f"{i:04d}-p{i}.patch", subject).name)
+    (folder / "series").write_text("".join(f"{n}\n" for n in names))
+    monkeypatch.setattr(bisect, "OUT", str(tmp_path / "out"))
+    return folder
+
+
+def run(folder, script, failed=None):
+    patches = bisect.series_of(str(folder))
+    steps = Scripted(patches, script, failed)
+    text, code, out = bisect.bisect(str(folder), ["x86_64"], step_runner=steps)
+    with open(os.path.join(out, "bisect.json")) as f:
+        doc = json.load(f)
+    return text, code, doc
+
+
+def test_a_verified_culprit_is_named_with_its_subject_author_and_cases(series):
+    text, code, doc = run(series, {0: [G], 1: [G], 2: [G], 3: [B], 4: [B]},
+                          failed={3: ["x86_64:backlog.ipv4.data_rst"],
+                                  4: ["x86_64:backlog.ipv4.data_rst"]})
+    assert code == 0 and doc["verified"]
+    c = doc["culprit"]
+    assert c["index"] == 3 and c["subject"] == "tcp: merge RST segments in the backlog"
+    assert c["author"] == "A Developer <dev@example.org>"
+    assert c["turned"] == ["x86_64:backlog.ipv4.data_rst"]
+    assert "First failing patch (3/4)" in text and "Cases that turned" in text
+    # ends first, then halving, then 2 + 2 verification runs
+    assert [s["k"] for s in doc["steps"]][:2] == [0, 4]
+    assert sum(s["why"].startswith("verify") for s in doc["steps"]) == 4
+
+
+@pytest.mark.parametrize("script,why", [
+    ({0: [B], 4: [B]}, "the fixed base does not pass"),
+    ({0: [G], 4: [G]}, "the whole series does not fail"),
+    ({0: [G], 1: [G], 2: [S], 3: [S], 4: [B]}, "every step between was skipped"),
+    # the culprit passes when run again: flaky, not a culprit
+    ({0: [G], 1: [G], 2: [G], 3: [B, G, B], 4: [B]}, "unreliable"),
+])
+def test_no_culprit_is_named_when_the_evidence_does_not_hold(series, script, why):
+    text, code, doc = run(series, script)
+    assert code == 1 and why in doc["why"] and why in text
+    assert not doc["verified"]
+
+
+def test_each_step_stages_exactly_its_patches(tmp_path):
+    folder = tmp_path / "s"
+    folder.mkdir()
+    ps = [str(_patch(folder, f"x{i}.patch", f"p{i}")) for i in range(3)]
+    step = bisect.stage(ps, 2, str(tmp_path / "out"))
+    assert open(os.path.join(step, "series")).read() == "0001-x0.patch\n0002-x1.patch\n"
+    assert sorted(os.listdir(step)) == ["0001-x0.patch", "0002-x1.patch", "series"]
