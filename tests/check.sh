@@ -11,6 +11,7 @@
 #  7. bad days on x86_64 guests: panic, corrupt artifact, hang, Ctrl-C
 #  8. the x86_64 jobs on a real LAVA server and worker (tools/lab-local.sh),
 #     submitted and collected with lavacli: same verdicts as step 6
+#  9. bisect: tests/bisect/culprit-7 (12 patches) on x86_64 names patch 7
 set -u
 cd "$(dirname "$0")/.."
 PY=/usr/bin/python3
@@ -110,6 +111,17 @@ sys.exit(1 if diff else 0)' "$local_run/results.json" build/runs/latest/results.
 e2e_run=$(readlink -f build/runs/latest 2>/dev/null || true)
 step bad-days env KGATE_E2E=1 $PY -m pytest -q tests/test_bad_days.py
 step lab-end-to-end lab_end_to_end
+
+bisect_demo() {
+	# The README's demo: 12 patches on kernel/patches, the 7th brings
+	# back a Linux 5.0 rule; bisect must name it, verified, on x86_64.
+	$PY tools/kgate.py bisect --patches tests/bisect/culprit-7 x86_64 > build/bisect-demo.txt
+	rc=$?
+	cat build/bisect-demo.txt
+	[ "$rc" = 0 ] &&
+		grep -q '^First failing patch (7/12): tests/bisect/culprit-7/0007-' build/bisect-demo.txt
+}
+step bisect-demo bisect_demo
 
 [ "$fail" = 0 ] || echo "check: failed:$failed"
 echo "check: $pass passed, $fail failed"
