@@ -168,7 +168,10 @@ class Runner:
                                           jobs=self.jobs, bench=False, latest=False)
             verdict, reason = doc["verdict"], doc.get("summary", "")
         except CandidateError as e:
-            verdict, reason = "no kernel", str(e).splitlines()[0]
+            # What failed, and the compiler's first word on it.
+            lines = str(e).splitlines()
+            first_error = next((ln.strip() for ln in lines if "error:" in ln), "")
+            verdict, reason = "no kernel", "; ".join(x for x in (lines[0], first_error) if x)
         except KgateError as e:
             verdict, reason = results.INFRA, str(e).splitlines()[0]
         step = {"k": k, "attempt": n, "why": why,
@@ -268,7 +271,8 @@ def report(doc):
             lines += ["", f"Candidate culprit ({c['index']}/{len(doc['patches'])}): {c['patch']}",
                       f"  Subject: {c['subject']}"]
         lines += ["", f"No culprit named: {doc['why']}"]
-    rows = [[str(s["k"]), s["patch"] or "(fixed base)", s["why"], s["verdict"], s["status"],
+    rows = [[str(s["k"]), os.path.basename(s["patch"] or "") or "(fixed base)", s["why"],
+             s["verdict"], s["status"],
              f"{s['seconds']:.0f}s"] for s in doc["steps"]]
     skipped = sorted({s["k"] for s in doc["steps"] if s["status"] == SKIP})
     lines += ["", format_table(["step", "last patch applied", "why", "verdict", "as", "time"],
