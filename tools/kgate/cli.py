@@ -236,20 +236,23 @@ def cmd_soak(args):
     return code
 
 
+def _report(text, code, label, path):
+    """Print a report and where its summary was written; return code."""
+    print(text)
+    print(f"{label}: {os.path.relpath(path, TOP)}")
+    return code
+
+
 def cmd_mutants(args):
     text, code, out_dir = mutants.check(args.target, args.mutant, parallel=args.parallel,
                                         jobs=args.jobs)
-    print(text)
-    print(f"Mutants: {os.path.relpath(os.path.join(out_dir, 'mutants.json'), TOP)}")
-    return code
+    return _report(text, code, "Mutants", os.path.join(out_dir, "mutants.json"))
 
 
 def cmd_bisect(args):
     text, code, out_dir = bisect.bisect(args.patches, args.target, parallel=args.parallel,
                                         jobs=args.jobs)
-    print(text)
-    print(f"Bisection: {os.path.relpath(os.path.join(out_dir, 'bisect.json'), TOP)}")
-    return code
+    return _report(text, code, "Bisection", os.path.join(out_dir, "bisect.json"))
 
 
 def cmd_bench(args):
