@@ -210,7 +210,6 @@ def bisect(folder, target_names=None, parallel=2, jobs=None, step_runner=None):
     out_dir = os.path.join(OUT, stamp.strftime("%Y%m%dT%H%M%SZ"))
     os.makedirs(out_dir, exist_ok=True)
     r = step_runner or Runner(patches, target_names, out_dir, parallel, jobs)
-    r.out_dir = out_dir
     start = time.monotonic()
     n = len(patches)
     doc = {"schema": SCHEMA_VERSION, "started": stamp.isoformat(timespec="seconds"),
