@@ -889,3 +889,59 @@ exit 2
                      "net/ipv4/tcp_ipv4.c:1852:9: error: 'foo' undeclared",
                      " 1852 |         foo = 1;", "      |         ^~~",
                      "make[3]: *** [scripts/Makefile.build:250: net/ipv4/tcp_ipv4.o] Error 1"]
+
+
+@pytest.fixture
+def scripted_jobs(tmp_path, monkeypatch):
+    """runner.run with lava-run replaced: each job's attempts come from a
+    list of (health, cases) the test gives per target."""
+    from kgate import run as runner
+    monkeypatch.setattr(runner, "BUILD", str(tmp_path))
+    monkeypatch.setattr(runner, "RUNS", str(tmp_path / "runs"))
+    monkeypatch.setattr(runner, "check_runnable", lambda: None)
+    art = {"kernel": {"sha256": "k"}, "rootfs": {"sha256": "r"}}
+    monkeypatch.setattr(runner, "artifacts", lambda t, vs, jobs=None: {v: art for v in vs})
+    job = tmp_path / "job.yaml"
+    job.write_text("job\n")
+    monkeypatch.setattr(render, "write_local", lambda t, a, bench=True: {v: str(job) for v in a})
+    script = {}
+
+    def run_job(job_path, dev, outdir, timeout):
+        target = os.path.basename(outdir).split("-")[0]
+        health, cs = script[target].pop(0)
+        return {"health": health, "cases": cs, "errors": [], "timing": {}, "tail": []}, 1.0
+    monkeypatch.setattr(runner, "run_job", run_job)
+    return runner, script
+
+
+def test_infrastructure_is_retried_and_every_attempt_kept(scripted_jobs):
+    runner, script = scripted_jobs
+    script["x86_64"] = [("incomplete", []), ("complete", cases())]
+    script["mips"] = [("incomplete", []), ("incomplete", [])]
+    doc, run_dir = runner.run(["x86_64", "mips"], ["fixed"], retry_infra=1, latest=False,
+                              bench=False)
+    by = {j["target"]: j for j in doc["jobs"]}
+    assert by["x86_64"]["verdict"] == results.PASS
+    assert [a["verdict"] for a in by["x86_64"]["attempts"]] == [results.INFRA, results.PASS]
+    assert by["x86_64"]["log"] == "x86_64-fixed.retry1/lava.log"
+    assert os.path.isdir(os.path.join(run_dir, "x86_64-fixed"))
+    assert by["mips"]["verdict"] == results.INFRA and len(by["mips"]["attempts"]) == 2
+    assert "x86_64/fixed ran 2 times: infrastructure" in results.matrix(doc["jobs"])
+
+
+def test_a_failed_case_is_never_retried(scripted_jobs):
+    runner, script = scripted_jobs
+    # the job broke off after a case failed: a regression, not retried
+    script["x86_64"] = [("incomplete", cases(**{"backlog.ipv4.data_fin": "fail"})),
+                        ("complete", cases())]
+    doc, _ = runner.run(["x86_64"], ["fixed"], retry_infra=3, latest=False, bench=False)
+    job = doc["jobs"][0]
+    assert job["verdict"] == results.REGRESSION and "attempts" not in job
+    assert len(script["x86_64"]) == 1
+
+
+def test_no_retry_when_told(scripted_jobs):
+    runner, script = scripted_jobs
+    script["x86_64"] = [("incomplete", []), ("complete", cases())]
+    doc, _ = runner.run(["x86_64"], ["fixed"], retry_infra=0, latest=False, bench=False)
+    assert doc["jobs"][0]["verdict"] == results.INFRA and "attempts" not in doc["jobs"][0]

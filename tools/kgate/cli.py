@@ -108,7 +108,8 @@ def candidate_setup(args):
 
 def cmd_run(args):
     names, variants = candidate_setup(args)
-    doc, run_dir = runner.run(names, variants, parallel=args.parallel, jobs=args.jobs)
+    doc, run_dir = runner.run(names, variants, parallel=args.parallel, jobs=args.jobs,
+                              retry_infra=args.retry_infra)
     code = print_gate(doc)
     print(f"Results: {os.path.relpath(os.path.join(run_dir, 'results.json'), TOP)}")
     return code
@@ -185,6 +186,16 @@ def add_candidate_args(s):
                    "without named targets, the targets given images")
 
 
+def _non_negative(text):
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"wants a whole number, 0 or more: {text!r}")
+    return n
+
+
 def add_run_args(s):
     """What 'run' and 'soak' take: targets, variants, parallelism, the
     candidate kernel."""
@@ -193,6 +204,9 @@ def add_run_args(s):
                    help="variant to run (repeatable; default: fixed and known-bad)")
     s.add_argument("-p", "--parallel", type=int, default=2, help="jobs at once (default: 2)")
     s.add_argument("-j", "--jobs", type=int, help="parallel make jobs (default: cores + 1)")
+    s.add_argument("--retry-infra", type=_non_negative, default=1, metavar="N",
+                   help="run a job whose verdict is infrastructure again, up to N times "
+                   "(default: 1); a failed case is never retried")
     add_candidate_args(s)
 
 
@@ -231,7 +245,8 @@ def cmd_baseline(args):
 
 def cmd_soak(args):
     names, variants = candidate_setup(args)
-    text, code = soak.soak(args.times, names, variants, parallel=args.parallel, jobs=args.jobs)
+    text, code = soak.soak(args.times, names, variants, parallel=args.parallel, jobs=args.jobs,
+                           retry_infra=args.retry_infra)
     print(text)
     return code
 

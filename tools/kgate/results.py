@@ -283,6 +283,9 @@ def matrix(jobs):
             notes.append(f"{j['target']}/{j['variant']} {breason}")
         if j["verdict"] in (INFRA, ERROR):
             notes.append(f"{j['target']}/{j['variant']}: {j.get('reason', '')}")
+        if len(j.get("attempts", [])) > 1:
+            notes.append(f"{j['target']}/{j['variant']} ran {len(j['attempts'])} times: " +
+                         ", ".join(f"{a['verdict']} ({a['log']})" for a in j["attempts"]))
         if j["verdict"] == ERROR and j.get("tail"):
             notes.append(f"  its last lines ({j.get('log', 'lava.log')}):")
             notes.extend(f"    {line}" for line in j["tail"])

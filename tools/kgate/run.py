@@ -180,11 +180,15 @@ def check_runnable():
 
 
 def run(target_names, variants=VARIANTS, parallel=1, jobs=None, job_timeout=900, bench=True,
-        latest=True):
+        latest=True, retry_infra=1):
     """Run the matrix for target_names x variants; return (doc, run_dir).
 
     bench=False leaves the benchmark out of every job; latest=False
-    leaves build/runs/latest pointing where it did.
+    leaves build/runs/latest pointing where it did. A job whose verdict
+    is infrastructure runs again, up to retry_infra more times; every
+    attempt is kept (<target>-<variant>, then .retry1, ...) and listed
+    in the job's 'attempts'. Only infrastructure is retried: a job with
+    a failed case is a regression, never run again into a pass.
     """
     for v in variants:
         check_variant(v)
@@ -202,12 +206,13 @@ def run(target_names, variants=VARIANTS, parallel=1, jobs=None, job_timeout=900,
         log(f"[run] {len(todo)} jobs, {parallel} at a time; results in {os.path.relpath(run_dir, TOP)}")
         done = []
 
-        def one(item):
+        def attempt(item, n):
             name, v, job_path, dev, art = item
-            outdir = os.path.join(run_dir, f"{name}-{v}")
+            folder = f"{name}-{v}" + (f".retry{n}" if n else "")
+            outdir = os.path.join(run_dir, folder)
             os.makedirs(outdir)
             shutil.copy(job_path, os.path.join(outdir, "job.yaml"))
-            log(f"[run] start  {name}/{v}")
+            log(f"[run] start  {name}/{v}" + (f" (retry {n} after infrastructure)" if n else ""))
             parsed, secs = run_job(job_path, dev, outdir, job_timeout)
             verdict, reason = results.job_verdict(v, parsed["health"], parsed["cases"],
                                                   bench=render.has_bench(v, bench),
@@ -218,11 +223,21 @@ def run(target_names, variants=VARIANTS, parallel=1, jobs=None, job_timeout=900,
                 "health": parsed["health"], "errors": parsed["errors"],
                 "seconds": round(secs, 1), "timing": parsed["timing"], "cases": parsed["cases"],
                 "kernel_sha256": art["kernel"]["sha256"], "rootfs_sha256": art["rootfs"]["sha256"],
-                "log": os.path.join(f"{name}-{v}", "lava.log"),
+                "log": os.path.join(folder, "lava.log"),
             }
             if verdict == results.ERROR:
                 # what the program said last on the kernel that broke it
                 job["tail"] = parsed["tail"]
+            return job
+
+        def one(item):
+            tried = [attempt(item, 0)]
+            while tried[-1]["verdict"] == results.INFRA and len(tried) <= retry_infra:
+                tried.append(attempt(item, len(tried)))
+            job = tried[-1]
+            if len(tried) > 1:
+                job["attempts"] = [{k: t[k] for k in ("verdict", "reason", "seconds", "log")}
+                                   for t in tried]
             return job
 
         # Interrupted (Ctrl-C, or SIGTERM from a CI runner): stop the

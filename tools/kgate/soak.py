@@ -31,7 +31,7 @@ def flips(docs):
     return lines, {"runs": len(docs), "results_per_run": len(seen), "changed": n_flips}
 
 
-def soak(times, target_names, variants, parallel=2, jobs=None):
+def soak(times, target_names, variants, parallel=2, jobs=None, retry_infra=1):
     """Run the matrix `times` times; return (text, exit code)."""
     if times < 2:
         raise KgateError("a soak needs at least 2 runs")
@@ -41,7 +41,8 @@ def soak(times, target_names, variants, parallel=2, jobs=None):
     docs, run_ids = [], []
     for i in range(times):
         log(f"[soak] run {i + 1} of {times}")
-        doc, run_dir = runner.run(target_names, variants, parallel=parallel, jobs=jobs)
+        doc, run_dir = runner.run(target_names, variants, parallel=parallel, jobs=jobs,
+                                  retry_infra=retry_infra)
         docs.append(doc)
         run_ids.append(os.path.basename(run_dir))
         log(f"[soak] run {i + 1}: {doc['verdict']} ({doc['summary']})")
