@@ -199,13 +199,11 @@ def bisect(folder, target_names=None, parallel=2, jobs=None, step_runner=None):
     """Bisect the series in folder; return (report text, exit code, out dir)."""
     patches = series_of(folder)
     target_names = list(target_names or default_targets(folder))
-    for name in target_names:
-        target(name)
     if step_runner is None:
-        # What would stop every step alike: a usage error now.
-        runner.check_runnable()
-        with runner.RunLock():
-            pass
+        runner.preflight(target_names)
+    else:
+        for name in target_names:
+            target(name)
     stamp = datetime.datetime.now(datetime.timezone.utc)
     out_dir = os.path.join(OUT, stamp.strftime("%Y%m%dT%H%M%SZ"))
     os.makedirs(out_dir, exist_ok=True)

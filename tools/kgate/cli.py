@@ -414,7 +414,8 @@ def parser():
                        "known-bad control; the table lists each mutant's verdict and the "
                        "cases that failed or were inconclusive. Summary in "
                        "build/mutants/<time>/mutants.json. Exit status: 0 every mutant caught "
-                       "(a case failed, or the test program crashed on it) or, where its patch allows it, inconclusive; 1 a "
+                       "(a case failed, or the test program crashed on it) or, where its "
+                       "patch allows it, inconclusive; 1 a "
                        "mutant passed, was inconclusive where that is not allowed, or was left "
                        "undecided by an infrastructure failure; 2 usage.")
     s.add_argument("target", nargs="*",

@@ -18,8 +18,9 @@ import time
 
 from . import kernel, results
 from . import run as runner
+from .run import preflight
 from .common import (BUILD, CANDIDATE, TOP, KgateError, atomic_copy, atomic_write, format_table,
-                     log, target)
+                     log)
 
 KIND = "mutants"  # kernel/mutants/series
 OUT = os.path.join(BUILD, "mutants")
@@ -207,16 +208,6 @@ def stage(mutant, out=None):
     folder = os.path.join(out or OUT, "patches", mutant["name"])
     atomic_copy(mutant["path"], os.path.join(folder, os.path.basename(mutant["path"])))
     return folder
-
-
-def preflight(target_names):
-    """What would stop every mutant alike: a usage error now, not 22
-    undecided mutants later."""
-    for name in target_names:
-        target(name)
-    runner.check_runnable()
-    with runner.RunLock():
-        pass
 
 
 def run_one(mutant, target_names, parallel=2, jobs=None):

@@ -66,7 +66,7 @@ def figures(cases):
     return out
 
 
-def bench_verdict(cases, expected, under_test=True):
+def bench_verdict(cases, expected, judged=True):
     """Return (verdict or None, reason) for the benchmark's part of a job.
 
     Only what can be wrong with the kernel or the guest counts: a
@@ -81,7 +81,7 @@ def bench_verdict(cases, expected, under_test=True):
     if not by_name:
         return (INFRA, "benchmark results missing") if expected else (None, "")
     if by_name.get(BENCH_RUN_CASE) == "fail":
-        return (ERROR if under_test else INFRA,
+        return (ERROR if judged else INFRA,
                 "the benchmark crashed, bailed out or reported fewer cases than planned")
     missing = [c for c in BENCH_CASES + [BENCH_RUN_CASE] if c not in by_name]
     if missing:
@@ -91,6 +91,12 @@ def bench_verdict(cases, expected, under_test=True):
         return REGRESSION, f"benchmark failed: {', '.join(failed)}"
     skipped = [c for c in BENCH_CASES if by_name[c] == "skip"]
     return None, f"benchmark inconclusive: {', '.join(skipped)}" if skipped else ""
+
+
+def under_test(variant):
+    """Whether a variant's kernel is the one being judged (fixed,
+    candidate); the known-bad kernel is the control."""
+    return variant != "known-bad"
 
 
 # How LAVA says a test action ran out of time (lava_common/timeout.py:
@@ -125,13 +131,13 @@ def job_verdict(variant, health, all_cases, bench=False, errors=()):
     error lines (lavalog.parse, lab.parse_results).
     """
     verdict, reason = _gate_verdict(variant, health, [c for c in all_cases if not is_bench(c)])
-    if verdict == INFRA and health != "complete" and variant != "known-bad":
+    if verdict == INFRA and health != "complete" and under_test(variant):
         stopped = _stopped_program(all_cases, errors)
         if stopped:
             return ERROR, stopped
     if verdict in (INFRA, MISSED, ERROR) or health != "complete":
         return verdict, reason
-    bv, breason = bench_verdict(all_cases, bench, variant != "known-bad")
+    bv, breason = bench_verdict(all_cases, bench, under_test(variant))
     # A failed case still decides; the control stays judged by its own
     # cases unless its benchmark broke.
     if (bv in (INFRA, ERROR) and verdict != REGRESSION) or \
@@ -143,21 +149,21 @@ def job_verdict(variant, health, all_cases, bench=False, errors=()):
 def _gate_verdict(variant, health, cases):
     by_name = {c["case"]: c["result"] for c in cases}
     missing = [c for c in GUEST_CASES + [RUN_CASE, UNIT_RUN_CASE] if c not in by_name]
-    under_test = variant != "known-bad"
+    judged = under_test(variant)
     failed = [c for c in GUEST_CASES if by_name.get(c) == "fail"]
     trouble = ("job incomplete" if health != "complete" else
                "backlog_coalesce crashed, bailed out or reported fewer cases than planned"
                if by_name.get(RUN_CASE) == "fail" else "")
     # A case that failed on the kernel under test decides, whatever
     # happened after it.
-    if under_test and failed and trouble:
+    if judged and failed and trouble:
         return REGRESSION, f"failed: {', '.join(failed)}; then {trouble}"
     if health != "complete":
         # job_verdict() tells a program that hung on this kernel (an
         # error) from a lab or a log that broke off.
         return INFRA, "job incomplete"
     if by_name.get(RUN_CASE) == "fail":
-        return (ERROR if under_test else INFRA), trouble
+        return (ERROR if judged else INFRA), trouble
     if by_name.get(UNIT_RUN_CASE) == "fail":
         # Our packet code's unit tests barely touch the kernel.
         return INFRA, "test_pkt crashed or reported fewer cases than planned"
@@ -168,7 +174,7 @@ def _gate_verdict(variant, health, cases):
     if unit_failed:
         # The packet code itself is wrong on this target: nothing the
         # backlog test says there can be trusted.
-        verdict = INFRA if variant == "known-bad" else REGRESSION
+        verdict = REGRESSION if judged else INFRA
         return verdict, f"packet unit tests failed: {', '.join(unit_failed)}"
     skipped = [c for c in GUEST_CASES if by_name[c] == "skip"]
     if variant == "known-bad":

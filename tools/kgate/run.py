@@ -172,6 +172,16 @@ def write_reports(run_dir, doc):
     atomic_write(os.path.join(run_dir, "report.html"), reports.html(doc, plot, text))
 
 
+def preflight(target_names):
+    """What would stop many runs alike (mutants, bisect steps), checked
+    once: a usage error now, not every run undecided later."""
+    for name in target_names:
+        target(name)
+    check_runnable()
+    with RunLock():
+        pass
+
+
 def check_runnable():
     """What running jobs locally needs, checked before anything is built."""
     need_tools(["lava-run"], "install lava-dispatcher: 'make deps'")
