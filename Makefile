@@ -7,6 +7,9 @@ KGATE  := $(PY) tools/kgate.py
 ARCH   ?=
 # Jobs at once for 'make run'.
 PARALLEL ?= 2
+# 'make run' and 'make submit': run each job this many times (runs that
+# disagree make it flaky, exit 6).
+REPEAT ?= 1
 # The LAVA lab: lavacli identity, the URL its workers fetch artifacts
 # from (what 'make serve' serves), and the lab's device type.
 LAB      ?= default
@@ -28,7 +31,8 @@ PORT ?= 8011
 help:
 	@echo "make deps        install every Debian package used (root; idempotent)"
 	@echo "make run         build what is missing, run fixed + known-bad jobs with lava-run,"
-	@echo "                 print the matrix (ARCH=x86_64 for one target; exit 0 = gate passed)"
+	@echo "                 print the matrix (ARCH=x86_64 for one target; exit 0 = gate passed;"
+	@echo "                 REPEAT=3 runs each job 3 times: runs that disagree are flaky, exit 6)"
 	@echo "make matrix      print the matrix of the latest run"
 	@echo "make baseline    save the latest run as the baseline (RUN= another run folder)"
 	@echo "make compare     compare the latest run (NEW=) with the baseline (BASE=); exit 1 if worse"
@@ -74,7 +78,7 @@ jobs:
 	$(KGATE) jobs $(or $(ARCH),x86_64)
 
 run:
-	$(KGATE) run --parallel $(PARALLEL) $(ARCH)
+	$(KGATE) run --parallel $(PARALLEL) --repeat $(REPEAT) $(ARCH)
 
 matrix:
 	@$(KGATE) matrix
@@ -100,7 +104,7 @@ serve:
 
 submit:
 	@test -n "$(BASE_URL)" || { echo "make submit: set BASE_URL= (where the lab fetches build/serve)"; exit 2; }
-	$(KGATE) submit -i $(LAB) --base-url $(BASE_URL) --device-type $(DEVICE_TYPE) $(ARCH)
+	$(KGATE) submit -i $(LAB) --base-url $(BASE_URL) --device-type $(DEVICE_TYPE) --repeat $(REPEAT) $(ARCH)
 
 collect:
 	$(KGATE) collect -i $(LAB)

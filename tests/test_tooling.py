@@ -891,29 +891,6 @@ exit 2
                      "make[3]: *** [scripts/Makefile.build:250: net/ipv4/tcp_ipv4.o] Error 1"]
 
 
-@pytest.fixture
-def scripted_jobs(tmp_path, monkeypatch):
-    """runner.run with lava-run replaced: each job's attempts come from a
-    list of (health, cases) the test gives per target."""
-    from kgate import run as runner
-    monkeypatch.setattr(runner, "BUILD", str(tmp_path))
-    monkeypatch.setattr(runner, "RUNS", str(tmp_path / "runs"))
-    monkeypatch.setattr(runner, "check_runnable", lambda: None)
-    art = {"kernel": {"sha256": "k"}, "rootfs": {"sha256": "r"}}
-    monkeypatch.setattr(runner, "artifacts", lambda t, vs, jobs=None: {v: art for v in vs})
-    job = tmp_path / "job.yaml"
-    job.write_text("job\n")
-    monkeypatch.setattr(render, "write_local", lambda t, a, bench=True: {v: str(job) for v in a})
-    script = {}
-
-    def run_job(job_path, dev, outdir, timeout):
-        target = os.path.basename(outdir).split("-")[0]
-        health, cs = script[target].pop(0)
-        return {"health": health, "cases": cs, "errors": [], "timing": {}, "tail": []}, 1.0
-    monkeypatch.setattr(runner, "run_job", run_job)
-    return runner, script
-
-
 def test_infrastructure_is_retried_and_every_attempt_kept(scripted_jobs):
     runner, script = scripted_jobs
     script["x86_64"] = [("incomplete", []), ("complete", cases())]
@@ -945,3 +922,134 @@ def test_no_retry_when_told(scripted_jobs):
     script["x86_64"] = [("incomplete", []), ("complete", cases())]
     doc, _ = runner.run(["x86_64"], ["fixed"], retry_infra=0, latest=False, bench=False)
     assert doc["jobs"][0]["verdict"] == results.INFRA and "attempts" not in doc["jobs"][0]
+
+
+# --- --repeat: runs of a job that disagree are flaky ----------------------
+
+def _try(verdict, cs, log="x/lava.log", reason="why"):
+    return {"target": "x86_64", "variant": "fixed", "verdict": verdict, "reason": reason,
+            "seconds": 1.0, "log": log, "cases": cs}
+
+
+FIN = "backlog.ipv4.data_fin"
+
+
+@pytest.mark.parametrize("verdicts,expect", [
+    ([results.PASS, results.REGRESSION, results.PASS], results.FLAKY),
+    ([results.PASS, results.ERROR], results.FLAKY),
+    ([results.CAUGHT, results.MISSED], results.FLAKY),
+    ([results.INCONCLUSIVE, results.REGRESSION], results.FLAKY),
+    ([results.PASS, results.PASS], results.PASS),
+    ([results.PASS, results.INCONCLUSIVE], results.INCONCLUSIVE),
+    ([results.REGRESSION, results.REGRESSION], results.REGRESSION),
+    # a run that never got judged adds no evidence either way
+    ([results.PASS, results.INFRA], results.INFRA),
+    ([results.REGRESSION, results.INFRA], results.REGRESSION),
+])
+def test_runs_that_disagree_make_a_job_flaky(verdicts, expect):
+    tries = [[_try(v, cases(**({"ipv4_data_fin": "fail"} if v in (results.REGRESSION,)
+                              else {})), log=f"r{i}/lava.log")]
+             for i, v in enumerate(verdicts)]
+    job = results.combine_runs(tries)
+    assert job["verdict"] == expect
+    assert job["runs"] == len(verdicts)
+    if expect == results.FLAKY:
+        assert job["reason"].startswith("the runs disagree: ")
+        # the log shown is that of the run that failed
+        failed = next(i for i, v in enumerate(verdicts)
+                      if v in (results.REGRESSION, results.ERROR, results.MISSED))
+        assert job["log"] == f"r{failed}/lava.log"
+    assert results.EXIT_CODES[results.run_verdict([job])[0]] == results.EXIT_CODES[expect]
+
+
+def test_flaky_cases_are_named_and_fail_the_merged_result():
+    tries = [[_try(results.REGRESSION, cases(ipv4_data_fin="fail"))],
+             [_try(results.REGRESSION, cases(ipv4_data_rst="fail"))],
+             [_try(results.REGRESSION, cases(ipv4_data_fin="fail"))]]
+    job = results.combine_runs(tries)
+    # every run failed a case: a regression, with the cases that came and went named
+    assert job["verdict"] == results.REGRESSION
+    assert job["flaky_cases"] == {FIN: ["fail", "pass", "fail"],
+                                  "backlog.ipv4.data_rst": ["pass", "fail", "pass"]}
+    by = {c["case"]: c["result"] for c in job["cases"]}
+    assert by[FIN] == "fail" and by["backlog.ipv4.data_rst"] == "fail"
+    assert f"x86_64/fixed FLAKY {FIN}: fail pass fail" in results.matrix([job])
+
+
+def test_a_figure_of_several_runs_is_their_median():
+    def bench(v):
+        return [{"definition": "1_kgate-bench", "case": "bulk_ratio", "result": "pass",
+                 "measurement": v, "units": "x"}]
+    job = results.combine_runs([[_try(results.PASS, bench(v))] for v in (3.0, 1.0, 2.0)])
+    assert job["cases"][0]["measurement"] == 2.0
+
+
+def test_repeat_runs_each_job_n_times(scripted_jobs):
+    runner, script = scripted_jobs
+    # run 2 fails a case, runs 1 and 3 pass; run 3 needed a retry
+    script["x86_64"] = [("complete", cases()), ("complete", cases(ipv4_data_fin="fail")),
+                        ("incomplete", []), ("complete", cases())]
+    doc, run_dir = runner.run(["x86_64"], ["fixed"], repeat=3, latest=False, bench=False)
+    job = doc["jobs"][0]
+    assert job["verdict"] == results.FLAKY and doc["exit_code"] == 6
+    assert job["flaky_cases"] == {FIN: ["pass", "fail", "pass"]}
+    assert job["log"] == "x86_64-fixed.run2/lava.log"
+    assert [(a["run"], a["verdict"], a["log"]) for a in job["attempts"]] == [
+        (1, results.PASS, "x86_64-fixed/lava.log"),
+        (2, results.REGRESSION, "x86_64-fixed.run2/lava.log"),
+        (3, results.INFRA, "x86_64-fixed.run3/lava.log"),
+        (3, results.PASS, "x86_64-fixed.run3.retry1/lava.log")]
+    for folder in ("x86_64-fixed", "x86_64-fixed.run2", "x86_64-fixed.run3",
+                   "x86_64-fixed.run3.retry1"):
+        assert os.path.isdir(os.path.join(run_dir, folder))
+    page = open(os.path.join(run_dir, "report.html"), encoding="utf-8").read()
+    assert 'class="verdict v-flaky"' in page and "FLAKY: pass fail pass" in page
+    junit = open(os.path.join(run_dir, "junit.xml"), encoding="utf-8").read()
+    assert "flaky: its runs gave pass fail pass" in junit
+
+
+def test_repeat_must_be_at_least_one(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.parser().parse_args(["run", "--repeat", "0", "x86_64"])
+    assert e.value.code == 2
+    assert "wants a whole number, 1 or more" in capsys.readouterr().err
+
+
+# --- the lab path: retries and repeats through lavacli ---------------------
+
+def test_lab_retries_an_infrastructure_job(fake_lab):
+    lab, fake = fake_lab([("Incomplete", []), ("Complete", cases())])
+    run_dir = lab.submit("me", ["x86_64"], ["fixed"], "http://lab/")
+    doc = lab.collect(run_dir, retry_infra=1)
+    job = doc["jobs"][0]
+    assert job["verdict"] == results.PASS and doc["exit_code"] == 0
+    assert [(a["verdict"], a["log"]) for a in job["attempts"]] == [
+        (results.INFRA, "x86_64-fixed/lava.log"), (results.PASS, "x86_64-fixed.retry1/lava.log")]
+    # the retry submitted the definition kept in the run folder, and is on record
+    kept = os.path.join(run_dir, "x86_64-fixed.job.yaml")
+    assert fake.submitted == [kept, kept]
+    record = json.load(open(os.path.join(run_dir, lab.SUBMITTED)))
+    assert [(j["id"], j["retry"]) for j in record["jobs"]] == [(100, 0), (101, 1)]
+    # collecting again reads the retry on record; it submits nothing
+    doc = lab.collect(run_dir, retry_infra=1)
+    assert doc["jobs"][0]["verdict"] == results.PASS and len(fake.submitted) == 2
+
+
+def test_lab_never_retries_a_failed_case_and_stops_at_the_limit(fake_lab):
+    lab, fake = fake_lab([("Complete", cases(ipv4_data_fin="fail")),
+                          ("Incomplete", []), ("Incomplete", []), ("Incomplete", [])])
+    run_dir = lab.submit("me", ["x86_64", "mips"], ["fixed"], "http://lab/")
+    doc = lab.collect(run_dir, retry_infra=2)
+    by = {j["target"]: j for j in doc["jobs"]}
+    assert by["x86_64"]["verdict"] == results.REGRESSION and "attempts" not in by["x86_64"]
+    assert by["mips"]["verdict"] == results.INFRA and len(by["mips"]["attempts"]) == 3
+    assert len(fake.submitted) == 4 and doc["exit_code"] == 1
+
+
+def test_lab_repeat_submits_each_job_n_times(fake_lab):
+    lab, fake = fake_lab([("Complete", cases()), ("Complete", cases(ipv4_data_fin="fail"))])
+    run_dir = lab.submit("me", ["x86_64"], ["fixed"], "http://lab/", repeat=2)
+    doc = lab.collect(run_dir, retry_infra=0)
+    job = doc["jobs"][0]
+    assert job["verdict"] == results.FLAKY and doc["exit_code"] == 6
+    assert job["log"] == "x86_64-fixed.run2/lava.log" and job["lava_job"] == 101

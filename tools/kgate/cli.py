@@ -109,7 +109,7 @@ def candidate_setup(args):
 def cmd_run(args):
     names, variants = candidate_setup(args)
     doc, run_dir = runner.run(names, variants, parallel=args.parallel, jobs=args.jobs,
-                              retry_infra=args.retry_infra)
+                              retry_infra=args.retry_infra, repeat=args.repeat)
     code = print_gate(doc)
     print(f"Results: {os.path.relpath(os.path.join(run_dir, 'results.json'), TOP)}")
     return code
@@ -155,19 +155,21 @@ def cmd_serve(args):
 def cmd_submit(args):
     names, variants = candidate_setup(args)
     run_dir = lab.submit(args.identity, names, variants, args.base_url,
-                         jobs=args.jobs, **lab_overrides(args))
+                         jobs=args.jobs, repeat=args.repeat, **lab_overrides(args))
     print(f"Submitted: {os.path.relpath(os.path.join(run_dir, lab.SUBMITTED), TOP)}")
     if args.no_wait:
         print(f"Collect with: kgate.py collect {os.path.relpath(run_dir, TOP)}")
         return 0
-    code = print_gate(lab.collect(run_dir, args.identity, timeout=args.timeout))
+    code = print_gate(lab.collect(run_dir, args.identity, timeout=args.timeout,
+                                  retry_infra=args.retry_infra))
     print(f"Results: {os.path.relpath(os.path.join(run_dir, 'results.json'), TOP)}")
     return code
 
 
 def cmd_collect(args):
     run_dir = args.run or lab.newest_submitted(runner.RUNS)
-    code = print_gate(lab.collect(os.path.realpath(run_dir), args.identity, timeout=args.timeout))
+    code = print_gate(lab.collect(os.path.realpath(run_dir), args.identity, timeout=args.timeout,
+                                  retry_infra=args.retry_infra))
     print(f"Results: {os.path.relpath(os.path.join(run_dir, 'results.json'), TOP)}")
     return code
 
@@ -186,14 +188,21 @@ def add_candidate_args(s):
                    "without named targets, the targets given images")
 
 
-def _non_negative(text):
-    try:
-        n = int(text)
-    except ValueError:
-        n = -1
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"wants a whole number, 0 or more: {text!r}")
-    return n
+def _at_least(least):
+    """An argparse type: a whole number, least or more."""
+    def parse(text):
+        try:
+            n = int(text)
+        except ValueError:
+            n = least - 1
+        if n < least:
+            raise argparse.ArgumentTypeError(f"wants a whole number, {least} or more: {text!r}")
+        return n
+    return parse
+
+
+_non_negative = _at_least(0)
+_positive = _at_least(1)
 
 
 def add_run_args(s):
@@ -204,10 +213,20 @@ def add_run_args(s):
                    help="variant to run (repeatable; default: fixed and known-bad)")
     s.add_argument("-p", "--parallel", type=int, default=2, help="jobs at once (default: 2)")
     s.add_argument("-j", "--jobs", type=int, help="parallel make jobs (default: cores + 1)")
+    add_retry_arg(s)
+    add_candidate_args(s)
+
+
+def add_retry_arg(s):
     s.add_argument("--retry-infra", type=_non_negative, default=1, metavar="N",
                    help="run a job whose verdict is infrastructure again, up to N times "
                    "(default: 1); a failed case is never retried")
-    add_candidate_args(s)
+
+
+def add_repeat_arg(s):
+    s.add_argument("--repeat", type=_positive, default=1, metavar="N",
+                   help="run each job N times (default: 1); a job whose runs disagree "
+                   "(one passes, another fails) is flaky, exit 6")
 
 
 def add_lab_args(s, base_url_required=True):
@@ -345,8 +364,10 @@ def parser():
     s = sub.add_parser("run", help="build what is missing and run the jobs locally with lava-run",
                        description="Exit status: 0 gate passed, 1 regression (or the known-bad "
                        "control was missed), 3 infrastructure failure, 4 inconclusive, 5 error (a "
-                       "test program crashed or bailed out on the kernel under test), 2 usage.")
+                       "test program crashed or bailed out on the kernel under test), 6 flaky "
+                       "(--repeat: the runs of a job disagree), 2 usage.")
     add_run_args(s)
+    add_repeat_arg(s)
     s.set_defaults(func=cmd_run)
     s = sub.add_parser("matrix", help="print the matrix of a run (default: the latest)")
     s.add_argument("results", nargs="?", help="a results.json")
@@ -374,15 +395,20 @@ def parser():
     s.add_argument("-i", "--identity", default="default", help="lavacli identity (default: default)")
     s.add_argument("--no-wait", action="store_true", help="submit only; collect later")
     s.add_argument("--timeout", type=int, default=1800, help="seconds to wait for each job")
+    add_retry_arg(s)
+    add_repeat_arg(s)
     s.set_defaults(func=cmd_submit)
     s = sub.add_parser("collect", help="wait for a submitted run's LAVA jobs and collect the results",
                        description="Reads each job's health (lavacli jobs show) and every test "
                        "case (lavacli results): a Complete job whose cases failed is a "
-                       "regression; an Incomplete or Canceled one is infrastructure. Writes "
-                       "results.json, matrix.txt and the job logs into the run folder.")
+                       "regression; an Incomplete or Canceled one is infrastructure and is "
+                       "submitted again (--retry-infra; every attempt is kept). Writes "
+                       "results.json, matrix.txt and the job logs into the run folder. "
+                       "Exit status as for 'run'.")
     s.add_argument("run", nargs="?", help="the run folder (default: the newest submitted one)")
     s.add_argument("-i", "--identity", help="lavacli identity (default: the one used to submit)")
     s.add_argument("--timeout", type=int, default=1800, help="seconds to wait for each job")
+    add_retry_arg(s)
     s.set_defaults(func=cmd_collect)
     s = sub.add_parser("compare", help="compare a run with a baseline",
                        description="New failures, fixed cases, missing cases and jobs, verdict "
@@ -470,7 +496,7 @@ def main(argv=None):
         return results.EXIT_CODES[results.INFRA]
     except KgateError as e:
         log(f"kgate: error: {e}")
-        return 2
+        return results.EXIT_USAGE
     except KeyboardInterrupt:
         log("kgate: interrupted")
-        return 130
+        return results.EXIT_INTERRUPTED

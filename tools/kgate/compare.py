@@ -16,7 +16,7 @@ from .common import BUILD, KgateError
 
 BASELINE = os.path.join(BUILD, "baseline", "results.json")
 RANK = {results.PASS: 0, results.CAUGHT: 0, results.INCONCLUSIVE: 1, results.INFRA: 2,
-        results.ERROR: 3, results.REGRESSION: 3, results.MISSED: 3}
+        results.FLAKY: 3, results.ERROR: 3, results.REGRESSION: 3, results.MISSED: 3}
 # Figures compared: name -> True if bigger is better.
 FIGURE_SENSE = {"bulk_ratio": True, "bulk_on_goodput": True, "bulk_off_goodput": True}
 

@@ -115,8 +115,25 @@ def check_identity(identity):
     return version
 
 
-def submit(identity, tgt_names, variants, base_url, jobs=None, **overrides):
-    """Submit the lab jobs; return the run folder with submitted.json."""
+def submit_one(identity, job_file):
+    """Submit one job definition; return its LAVA job id."""
+    out = lavacli(identity, "jobs", "submit", job_file).split()
+    if not out or not out[0].isdigit():
+        raise KgateError(f"lavacli jobs submit {os.path.relpath(job_file, TOP)}: no job id in {out!r}")
+    return int(out[0])
+
+
+def write_record(run_dir, record):
+    atomic_write(os.path.join(run_dir, SUBMITTED), json.dumps(record, indent=2) + "\n")
+
+
+def submit(identity, tgt_names, variants, base_url, jobs=None, repeat=1, **overrides):
+    """Submit the lab jobs, each `repeat` times; return the run folder
+    with submitted.json. The job definitions are kept in the run folder
+    (<target>-<variant>.job.yaml), so that a retry submits what was
+    submitted first."""
+    if repeat < 1:
+        raise KgateError(f"--repeat wants 1 or more, not {repeat}")
     version = check_identity(identity)
     items = write_lab_jobs(tgt_names, variants, base_url, jobs=jobs, **overrides)
     run_dir = runner.new_run_dir()
@@ -125,15 +142,17 @@ def submit(identity, tgt_names, variants, base_url, jobs=None, **overrides):
               "jobs": []}
     try:
         for it in items:
-            out = lavacli(identity, "jobs", "submit", it["file"]).split()
-            if not out or not out[0].isdigit():
-                raise KgateError(f"lavacli jobs submit {it['file']}: no job id in {out!r}")
-            it = dict(it, id=int(out[0]), file=os.path.relpath(it["file"], TOP))
-            record["jobs"].append(it)
-            log(f"[submit] {it['target']}/{it['variant']}: job {it['id']}")
+            kept = os.path.join(run_dir, f"{it['target']}-{it['variant']}.job.yaml")
+            shutil.copyfile(it["file"], kept)
+            for r in range(repeat):
+                entry = dict(it, id=submit_one(identity, kept), file=os.path.relpath(kept, TOP),
+                             run=r, retry=0)
+                record["jobs"].append(entry)
+                log(f"[submit] {it['target']}/{it['variant']}"
+                    + (f" run {r + 1} of {repeat}" if repeat > 1 else "") + f": job {entry['id']}")
     finally:
         # Whatever was submitted is on record, to collect or cancel.
-        atomic_write(os.path.join(run_dir, SUBMITTED), json.dumps(record, indent=2) + "\n")
+        write_record(run_dir, record)
     return run_dir
 
 
@@ -187,8 +206,11 @@ def _seconds(show):
         return None
 
 
-def collect_job(identity, it, outdir, timeout):
-    """Wait for one job and read its health, results and log."""
+def collect_job(identity, it, run_dir, timeout):
+    """Wait for one job and read its health, results and log into its
+    attempt's folder."""
+    folder = runner.attempt_folder(it["target"], it["variant"], it.get("run", 0), it.get("retry", 0))
+    outdir = os.path.join(run_dir, folder)
     os.makedirs(outdir, exist_ok=True)
     job_id = str(it["id"])
     # 'jobs wait' exits 0 whatever the job's health: it is read below.
@@ -222,7 +244,7 @@ def collect_job(identity, it, outdir, timeout):
         "health": "complete" if ok else "incomplete", "errors": errors,
         "seconds": _seconds(show), "timing": {}, "cases": cases,
         "kernel_sha256": it["kernel_sha256"], "rootfs_sha256": it["rootfs_sha256"],
-        "log": os.path.join(f"{it['target']}-{it['variant']}", "lava.log"),
+        "log": os.path.join(folder, "lava.log"),
         "lava_job": int(job_id), "lava_health": health,
     }
     if verdict == results.ERROR:
@@ -230,8 +252,11 @@ def collect_job(identity, it, outdir, timeout):
     return job
 
 
-def collect(run_dir, identity=None, timeout=1800):
-    """Collect every job of a submitted run into its folder; return the doc."""
+def collect(run_dir, identity=None, timeout=1800, retry_infra=1):
+    """Collect every job of a submitted run into its folder; return the
+    doc. A job whose verdict is infrastructure is submitted again (its
+    kept definition), up to retry_infra times per run of it; retries
+    submitted by an earlier collect are collected, not submitted again."""
     path = os.path.join(run_dir, SUBMITTED)
     if not os.path.isfile(path):
         raise KgateError(f"no {SUBMITTED} in {run_dir}: not a submitted run")
@@ -239,13 +264,35 @@ def collect(run_dir, identity=None, timeout=1800):
         record = json.load(f)
     identity = identity or record["identity"]
     check_identity(identity)
-    done = []
+    # The attempts of each job, per run of it, in submission order.
+    groups = {}
     for it in record["jobs"]:
-        log(f"[collect] waiting for {it['target']}/{it['variant']} (job {it['id']})")
-        job = collect_job(identity, it, os.path.join(run_dir, f"{it['target']}-{it['variant']}"),
-                          timeout)
-        log(f"[collect] {it['target']}/{it['variant']}: {job['verdict']} ({job['reason']})")
-        done.append(job)
+        groups.setdefault((it["target"], it["variant"]), {}).setdefault(it.get("run", 0), []).append(it)
+    done = []
+    for (name, v), runs in groups.items():
+        tries = []
+        for r, entries in sorted(runs.items()):
+            tried = []
+            while True:
+                it = entries[len(tried)]
+                what = f"{name}/{v}" + (f" run {r + 1}" if len(runs) > 1 else "") + \
+                    (f" retry {it.get('retry', 0)}" if it.get("retry") else "")
+                log(f"[collect] waiting for {what} (job {it['id']})")
+                job = collect_job(identity, it, run_dir, timeout)
+                log(f"[collect] {what}: {job['verdict']} ({job['reason']})")
+                tried.append(job)
+                if len(tried) < len(entries):
+                    continue
+                if job["verdict"] != results.INFRA or len(tried) > retry_infra:
+                    break
+                kept = os.path.normpath(os.path.join(TOP, it["file"]))
+                again = dict(it, id=submit_one(identity, kept), retry=len(tried))
+                log(f"[collect] {what}: infrastructure, submitted again as job {again['id']}")
+                record["jobs"].append(again)
+                write_record(run_dir, record)
+                entries.append(again)
+            tries.append(tried)
+        done.append(results.combine_runs(tries))
     finished = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     doc = results.write_json(os.path.join(run_dir, "results.json"), os.path.basename(run_dir),
                              record["submitted"], finished, done)

@@ -11,6 +11,9 @@ def _case_outcome(job, case):
     fail are expected failures: passed when they fail, a failure (the
     gate is blind) when they pass."""
     res = case["result"]
+    runs = job.get("flaky_cases", {}).get(case["case"])
+    if runs and (job["variant"] != "known-bad" or case["case"] in results.KNOWN_BAD_MUST_FAIL):
+        return "failure", "flaky: its runs gave " + " ".join(runs)
     if job["variant"] == "known-bad" and case["case"] in results.KNOWN_BAD_MUST_FAIL:
         if res == "fail":
             return None, "expected failure: the known-bad control was caught"
@@ -82,6 +85,7 @@ th.job { writing-mode: vertical-rl; transform: rotate(180deg); white-space: nowr
 td.pass { background: #d4edda; } td.fail { background: #f8d7da; font-weight: bold; }
 td.skip { background: #fff3cd; } td.xfail { background: #e2e3f3; } td.none { color: #999; }
 .v-pass, .v-caught { background: #d4edda; } .v-regression, .v-missed { background: #f8d7da; }
+.v-flaky { background: #e0c8f0; } td.flaky { background: #e0c8f0; font-weight: bold; }
 .v-infrastructure { background: #f5c6cb; } .v-error { background: #f1b0b7; } .v-inconclusive { background: #fff3cd; }
 pre { background: #f6f6f6; padding: 0.5em; overflow-x: auto; }
 """
@@ -91,6 +95,8 @@ def _cell(job, case_name, result):
     """(css class, text) of one matrix cell."""
     if result is None:
         return "none", "-"
+    if case_name in job.get("flaky_cases", {}):
+        return "flaky", "FLAKY: " + " ".join(job["flaky_cases"][case_name])
     if job["variant"] == "known-bad" and case_name in results.KNOWN_BAD_MUST_FAIL:
         return ("xfail", "fail (expected)") if result == "fail" else ("fail", f"{result}: BLIND")
     return {"pass": ("pass", "pass"), "fail": ("fail", "FAIL"), "skip": ("skip", "skip")}.get(

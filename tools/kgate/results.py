@@ -41,10 +41,19 @@ ERROR = "error"                # kernel under test: a test program crashed, bail
                                # out or hung there (KCIDB's name for it)
 CAUGHT = "caught"              # known-bad kernel: the regression was caught
 MISSED = "missed"              # known-bad kernel passed: the gate is blind
+FLAKY = "flaky"                # a job run several times (--repeat) passed in
+                               # some runs and failed in others
 
-EXIT_CODES = {PASS: 0, REGRESSION: 1, MISSED: 1, INFRA: 3, INCONCLUSIVE: 4, ERROR: 5}
+EXIT_CODES = {PASS: 0, REGRESSION: 1, MISSED: 1, INFRA: 3, INCONCLUSIVE: 4, ERROR: 5, FLAKY: 6}
+# The command line's other exits: a usage error (argparse's own code)
+# and an interrupted run.
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
 # A run's verdict is its jobs' worst, in this order.
-SEVERITY = [PASS, INCONCLUSIVE, INFRA, ERROR, REGRESSION, MISSED]
+SEVERITY = [PASS, INCONCLUSIVE, INFRA, FLAKY, ERROR, REGRESSION, MISSED]
+# Between the runs of one job, a verdict of each kind is a contradiction.
+_GOOD = (PASS, CAUGHT, INCONCLUSIVE)
+_BAD = (REGRESSION, ERROR, MISSED)
 
 
 def is_bench(case):
@@ -191,16 +200,78 @@ def _gate_verdict(variant, health, cases):
     return PASS, "all cases passed"
 
 
+def _severity(verdict):
+    return SEVERITY.index(PASS if verdict == CAUGHT else verdict)
+
+
+def _merge_cases(finals):
+    """The cases of a job's runs as one list: a case failed if it failed
+    in any run, else inconclusive if it was in any; a figure is the
+    median of its runs. Return (cases, {case: [result per run]} for the
+    cases that passed in one run and failed in another)."""
+    order, seen = [], {}
+    for i, job in enumerate(finals):
+        for c in job["cases"]:
+            if c["case"] not in seen:
+                order.append(c["case"])
+                seen[c["case"]] = [None] * len(finals)
+            seen[c["case"]][i] = c
+    merged, flaky = [], {}
+    for name in order:
+        runs = [c for c in seen[name] if c is not None]
+        got = [c["result"] for c in runs]
+        case = dict(runs[0])
+        case["result"] = next((r for r in ("fail", "skip") if r in got), got[0])
+        values = sorted(c["measurement"] for c in runs if c.get("measurement") is not None)
+        if values:
+            case["measurement"] = values[len(values) // 2]
+        if "pass" in got and "fail" in got:
+            flaky[name] = [c["result"] if c else "-" for c in seen[name]]
+        merged.append(case)
+    return merged, flaky
+
+
+def combine_runs(tries):
+    """One job from every attempt at it. tries holds, per run of the job
+    (--repeat), its attempts in order (infrastructure retries after the
+    first); the last attempt of each run is that run's result.
+
+    Runs that disagree (one passed or was caught, another failed, was an
+    error or missed the bug) make the job flaky; otherwise the worst run
+    decides. Only runs with a judged verdict are merged: an
+    infrastructure run adds nothing, unless no run got further. Every
+    attempt is listed in 'attempts' when there was more than one."""
+    finals = [t[-1] for t in tries]
+    worst = max(finals, key=lambda j: _severity(j["verdict"]))
+    job = dict(worst)
+    flat = [(r, a) for r, t in enumerate(tries) for a in t]
+    if len(flat) > 1:
+        job["attempts"] = [dict({k: a[k] for k in ("verdict", "reason", "seconds", "log")}, run=r + 1)
+                           for r, a in flat]
+    if len(tries) == 1:
+        return job
+    judged = [j for j in finals if j["verdict"] != INFRA] or finals
+    job["runs"] = len(tries)
+    job["cases"], flaky = _merge_cases(judged)
+    verdicts = [j["verdict"] for j in finals]
+    if any(v in _GOOD for v in verdicts) and any(v in _BAD for v in verdicts):
+        job["verdict"] = FLAKY
+        tally = ", ".join(f"{v} in {verdicts.count(v)} of {len(verdicts)}"
+                          for v in dict.fromkeys(verdicts))
+        job["reason"] = f"the runs disagree: {tally} (worst: {worst['reason']})"
+    if flaky:
+        job["flaky_cases"] = flaky
+    return job
+
+
 def run_verdict(jobs):
     """Return (verdict, exit code, summary) for a whole run."""
     if not jobs:
         return INFRA, EXIT_CODES[INFRA], "no jobs ran"
     worst = PASS
     for j in jobs:
-        v = j["verdict"]
-        v = PASS if v == CAUGHT else v
-        if SEVERITY.index(v) > SEVERITY.index(worst):
-            worst = v
+        if _severity(j["verdict"]) > _severity(worst):
+            worst = PASS if j["verdict"] == CAUGHT else j["verdict"]
     parts = []
     for name in ("fixed", "candidate"):
         under = [j for j in jobs if j["variant"] == name]
@@ -292,6 +363,8 @@ def matrix(jobs):
         if len(j.get("attempts", [])) > 1:
             notes.append(f"{j['target']}/{j['variant']} ran {len(j['attempts'])} times: " +
                          ", ".join(f"{a['verdict']} ({a['log']})" for a in j["attempts"]))
+        for case, got in j.get("flaky_cases", {}).items():
+            notes.append(f"{j['target']}/{j['variant']} FLAKY {case}: {' '.join(got)}")
         if j["verdict"] == ERROR and j.get("tail"):
             notes.append(f"  its last lines ({j.get('log', 'lava.log')}):")
             notes.extend(f"    {line}" for line in j["tail"])

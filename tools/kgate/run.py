@@ -189,17 +189,28 @@ def check_runnable():
         raise KgateError("lava-run needs root (it manages QEMU and /var/lib/lava)")
 
 
+def attempt_folder(name, variant, run, retry):
+    """Where one attempt at a job keeps its files: <target>-<variant>,
+    then .run2, .run3 for --repeat and .retry1, ... for retries."""
+    return (f"{name}-{variant}" + (f".run{run + 1}" if run else "") +
+            (f".retry{retry}" if retry else ""))
+
+
 def run(target_names, variants=VARIANTS, parallel=1, jobs=None, job_timeout=900, bench=True,
-        latest=True, retry_infra=1):
+        latest=True, retry_infra=1, repeat=1):
     """Run the matrix for target_names x variants; return (doc, run_dir).
 
     bench=False leaves the benchmark out of every job; latest=False
     leaves build/runs/latest pointing where it did. A job whose verdict
     is infrastructure runs again, up to retry_infra more times; every
-    attempt is kept (<target>-<variant>, then .retry1, ...) and listed
-    in the job's 'attempts'. Only infrastructure is retried: a job with
-    a failed case is a regression, never run again into a pass.
+    attempt is kept (see attempt_folder) and listed in the job's
+    'attempts'. Only infrastructure is retried: a job with a failed case
+    is a regression, never run again into a pass. repeat runs each job
+    that many times; runs that disagree make it flaky
+    (results.combine_runs).
     """
+    if repeat < 1:
+        raise KgateError(f"--repeat wants 1 or more, not {repeat}")
     for v in variants:
         check_variant(v)
     tgts = [target(t) for t in target_names]
@@ -213,16 +224,17 @@ def run(target_names, variants=VARIANTS, parallel=1, jobs=None, job_timeout=900,
             for v in variants:
                 todo.append((tgt["name"], v, paths[v], render.device_path(tgt["name"]), arts[v]))
         run_dir = new_run_dir()
-        log(f"[run] {len(todo)} jobs, {parallel} at a time; results in {os.path.relpath(run_dir, TOP)}")
-        done = []
+        log(f"[run] {len(todo)} jobs" + (f", each {repeat} times" if repeat > 1 else "") +
+            f", {parallel} at a time; results in {os.path.relpath(run_dir, TOP)}")
 
-        def attempt(item, n):
+        def attempt(item, r, n):
             name, v, job_path, dev, art = item
-            folder = f"{name}-{v}" + (f".retry{n}" if n else "")
+            folder = attempt_folder(name, v, r, n)
             outdir = os.path.join(run_dir, folder)
             os.makedirs(outdir)
             shutil.copy(job_path, os.path.join(outdir, "job.yaml"))
-            log(f"[run] start  {name}/{v}" + (f" (retry {n} after infrastructure)" if n else ""))
+            log(f"[run] start  {name}/{v}" + (f" (run {r + 1} of {repeat})" if repeat > 1 else "")
+                + (f" (retry {n} after infrastructure)" if n else ""))
             parsed, secs = run_job(job_path, dev, outdir, job_timeout)
             verdict, reason = results.job_verdict(v, parsed["health"], parsed["cases"],
                                                   bench=render.has_bench(v, bench),
@@ -240,15 +252,18 @@ def run(target_names, variants=VARIANTS, parallel=1, jobs=None, job_timeout=900,
                 job["tail"] = parsed["tail"]
             return job
 
-        def one(item):
-            tried = [attempt(item, 0)]
+        def one(task):
+            item, r = task
+            tried = [attempt(item, r, 0)]
             while tried[-1]["verdict"] == results.INFRA and len(tried) <= retry_infra:
-                tried.append(attempt(item, len(tried)))
-            job = tried[-1]
-            if len(tried) > 1:
-                job["attempts"] = [{k: t[k] for k in ("verdict", "reason", "seconds", "log")}
-                                   for t in tried]
-            return job
+                tried.append(attempt(item, r, len(tried)))
+            return tried
+
+        # Every run of every job is one task, in rounds (each job once,
+        # then again): a job's runs are spread in time and never run
+        # beside each other, and a round loads the machine as a run
+        # without --repeat does. They are combined once all are back.
+        tasks = [(item, r) for r in range(repeat) for item in todo]
 
         # Interrupted (Ctrl-C, or SIGTERM from a CI runner): stop the
         # guests and write nothing, so no half run looks complete.
@@ -256,8 +271,8 @@ def run(target_names, variants=VARIANTS, parallel=1, jobs=None, job_timeout=900,
         try:
             with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
                 try:
-                    for job in pool.map(one, todo):
-                        done.append(job)
+                    tries = list(pool.map(one, tasks))
+                    done = [results.combine_runs(tries[i::len(todo)]) for i in range(len(todo))]
                 except KeyboardInterrupt:
                     pool.shutdown(wait=False, cancel_futures=True)
                     stop_jobs()

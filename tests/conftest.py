@@ -1,0 +1,88 @@
+"""Fixtures shared by the tooling's tests: lava-run and lavacli
+replaced by scripts, everything between them and the verdict real."""
+import json
+import os
+import sys
+
+import pytest
+import yaml
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+
+from kgate import render  # noqa: E402
+
+
+@pytest.fixture
+def scripted_jobs(tmp_path, monkeypatch):
+    """runner.run with lava-run replaced: each job's attempts come from a
+    list of (health, cases) the test gives per target, or per
+    <target>-<variant> (jobs may run two at a time)."""
+    from kgate import run as runner
+    monkeypatch.setattr(runner, "BUILD", str(tmp_path))
+    monkeypatch.setattr(runner, "RUNS", str(tmp_path / "runs"))
+    monkeypatch.setattr(runner, "check_runnable", lambda: None)
+    art = {"kernel": {"sha256": "k"}, "rootfs": {"sha256": "r"}}
+    monkeypatch.setattr(runner, "artifacts", lambda t, vs, jobs=None: {v: art for v in vs})
+    job = tmp_path / "job.yaml"
+    job.write_text("job\n")
+    monkeypatch.setattr(render, "write_local", lambda t, a, bench=True: {v: str(job) for v in a})
+    script = {}
+
+    def run_job(job_path, dev, outdir, timeout):
+        job = os.path.basename(outdir).split(".")[0]      # <target>-<variant>
+        health, cs = script[job if job in script else job.split("-")[0]].pop(0)
+        return {"health": health, "cases": cs, "errors": [], "timing": {}, "tail": []}, 1.0
+    monkeypatch.setattr(runner, "run_job", run_job)
+    return runner, script
+
+
+class FakeLab:
+    """lavacli, scripted: each submitted job ends as the next of
+    `outcomes` says: (LAVA health, cases)."""
+
+    def __init__(self, outcomes):
+        self.outcomes = list(outcomes)
+        self.jobs = {}
+        self.submitted = []
+
+    def __call__(self, identity, *args, timeout=120):
+        if args[:2] == ("system", "version"):
+            return "2023.01\n"
+        if args[:2] == ("jobs", "submit"):
+            job_id = 100 + len(self.submitted)
+            self.submitted.append(args[2])
+            self.jobs[str(job_id)] = self.outcomes.pop(0)
+            return f"{job_id}\n"
+        if args[:2] == ("jobs", "wait"):
+            return ""
+        health, cs = self.jobs[args[1] if args[0] == "results" else args[2]]
+        if args[:2] == ("jobs", "show"):
+            return json.dumps({"state": "Finished", "health": health,
+                               "start_time": "20261206T10:00:00", "end_time": "20261206T10:00:30"})
+        if args[0] == "results":
+            return yaml.safe_dump([{"suite": "0_kgate", "name": c["case"], "result": c["result"]}
+                                   for c in cs])
+        if args[:2] == ("jobs", "logs"):
+            return ""
+        raise AssertionError(args)
+
+
+@pytest.fixture
+def fake_lab(tmp_path, monkeypatch):
+    from kgate import lab
+    from kgate import run as runner
+    monkeypatch.setattr(runner, "RUNS", str(tmp_path / "runs"))
+    monkeypatch.setattr(lab, "need_tools", lambda *a: None)
+    # these jobs run the test only (the benchmark's verdict has its own tests)
+    monkeypatch.setattr(render, "has_bench", lambda variant, bench=True: False)
+    job = tmp_path / "x86_64-fixed.yaml"
+    job.write_text("job\n")
+    monkeypatch.setattr(lab, "write_lab_jobs", lambda names, vs, url, jobs=None, **o: [
+        {"target": n, "variant": v, "file": str(job), "kernel_sha256": "k", "rootfs_sha256": "r"}
+        for n in names for v in vs])
+
+    def use(outcomes):
+        fake = FakeLab(outcomes)
+        monkeypatch.setattr(lab, "lavacli", fake)
+        return lab, fake
+    return use
