@@ -3,6 +3,7 @@ report, with the steps' verdicts scripted (no kernel is built here; the
 README's demo runs the real thing)."""
 import json
 import os
+import subprocess
 import sys
 
 import pytest
@@ -130,3 +131,107 @@ def test_each_step_stages_exactly_its_patches(tmp_path):
     step = bisect.stage(ps, 2, str(tmp_path / "out"))
     assert open(os.path.join(step, "series")).read() == "0001-x0.patch\n0002-x1.patch\n"
     assert sorted(os.listdir(step)) == ["0001-x0.patch", "0002-x1.patch", "series"]
+
+
+# --- bisect --source: git bisect run over the commits of a git tree ------
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+STATUS_OF_STATE = {"good": results.PASS, "bad": results.REGRESSION, "skip": "no kernel"}
+
+
+class StateSteps(bisect.SourceSteps):
+    """Judges a commit by its file 'state' (good, bad or skip): the real
+    checkout and step records, a scripted verdict."""
+
+    def judge_checkout(self):
+        with open(os.path.join(self.tree, "state")) as f:
+            return None, None, STATUS_OF_STATE[f.readline().strip()], "scripted"
+
+
+def state_step(clone, out_dir):
+    """What the test's 'git bisect run' runs (in its own process)."""
+    st = StateSteps(clone, ["x86_64"], out_dir).attempt("HEAD", "git bisect run")
+    return bisect.EXIT_FOR[st["status"]]
+
+
+STEP_CMD = [sys.executable, "-c",
+            f"import sys; sys.path[:0] = [{TESTS!r}, {os.path.join(TESTS, '..', 'tools')!r}]; "
+            "import test_bisect; sys.exit(test_bisect.state_step(*sys.argv[1:]))"]
+
+
+def _git(cwd, *args):
+    return subprocess.run(["git", "-C", str(cwd)] + list(args), check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch):
+    """A git tree whose commits say what they are: c0 good ... c8."""
+    monkeypatch.setattr(bisect, "OUT", str(tmp_path / "out"))
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    _git(tree, "init", "-q")
+    _git(tree, "config", "user.email", "dev@example.org")
+    _git(tree, "config", "user.name", "A Developer")
+
+    def commits(states):
+        shas = []
+        for i, state in enumerate(states):
+            (tree / "state").write_text(f"{state}\ncommit {i}\n")
+            _git(tree, "add", "state")
+            _git(tree, "commit", "-q", "-m", f"c{i}: {state}")
+            shas.append(_git(tree, "rev-parse", "HEAD"))
+        return shas
+    return tree, commits
+
+
+def source_run(tree, good, bad):
+    text, code, out = bisect.bisect_source(str(tree), good, bad, ["x86_64"],
+                                           steps_class=StateSteps,
+                                           step_cmd=STEP_CMD + ["{clone}", "{out}"])
+    with open(os.path.join(out, "bisect.json")) as f:
+        return text, code, json.load(f), out
+
+
+def test_git_bisect_names_the_first_bad_commit_and_verifies_it(repo):
+    tree, commits = repo
+    shas = commits(["good", "good", "good", "skip", "good", "bad", "bad", "bad"])
+    head = _git(tree, "rev-parse", "HEAD")
+    text, code, doc, out = source_run(tree, shas[0], "HEAD")
+    assert code == 0 and doc["verified"], text
+    # c3, git's first pick, does not build: skipped, c5 still named
+    assert doc["culprit"]["commit"] == shas[5]
+    assert doc["culprit"]["subject"] == "c5: bad"
+    assert doc["culprit"]["author"] == "A Developer <dev@example.org>"
+    assert f"First failing commit: {shas[5]}" in text
+    whys = [s["why"] for s in doc["steps"]]
+    assert whys[:2] == ["the good end must pass", "the bad end must fail"]
+    assert "git bisect run" in whys and whys.count("verify: the culprit fails again") == 2
+    assert [s["commit"] for s in doc["steps"] if s["status"] == bisect.SKIP] == [shas[3]]
+    assert "Skipped commits (not judged): " + shas[3][:12] in text
+    # the user's tree: same HEAD, clean, never bisected; the clone is gone
+    assert _git(tree, "rev-parse", "HEAD") == head
+    assert _git(tree, "status", "--porcelain") == ""
+    assert _git(tree, "for-each-ref", "refs/bisect") == ""
+    assert not os.path.exists(os.path.join(bisect.OUT, "clone"))
+
+
+@pytest.mark.parametrize("states,why", [
+    (["bad", "bad"], "does not pass"),
+    (["good", "good"], "does not fail"),
+    (["good", "skip", "bad"], "git bisect named no single commit"),
+])
+def test_git_bisect_names_nothing_when_the_evidence_does_not_hold(repo, states, why):
+    tree, commits = repo
+    shas = commits(states)
+    text, code, doc, _ = source_run(tree, shas[0], shas[-1])
+    assert code == 1 and why in doc["why"], text
+
+
+def test_git_bisect_usage_errors(repo):
+    tree, commits = repo
+    shas = commits(["good", "bad"])
+    for good, bad, says in ((shas[1], shas[0], "must be an ancestor"),
+                            ("nope", shas[1], "--good nope: not a commit")):
+        with pytest.raises(bisect.KgateError, match=says):
+            source_run(tree, good, bad)

@@ -284,9 +284,28 @@ def cmd_mutants(args):
 
 
 def cmd_bisect(args):
-    text, code, out_dir = bisect.bisect(args.patches, args.target, parallel=args.parallel,
-                                        jobs=args.jobs)
+    if bool(args.patches) == bool(args.source):
+        raise KgateError("bisect wants --patches DIR, or --source TREE --good REV --bad REV")
+    if args.source:
+        if not (args.good and args.bad):
+            raise KgateError("--source wants --good REV and --bad REV")
+        text, code, out_dir = bisect.bisect_source(args.source, args.good, args.bad, args.target,
+                                                   parallel=args.parallel, jobs=args.jobs)
+    else:
+        if args.good or args.bad:
+            raise KgateError("--good and --bad go with --source, not --patches")
+        text, code, out_dir = bisect.bisect(args.patches, args.target, parallel=args.parallel,
+                                            jobs=args.jobs)
     return _report(text, code, "Bisection", os.path.join(out_dir, "bisect.json"))
+
+
+def cmd_bisect_step(args):
+    try:
+        return bisect.step_main(args.tree, args.out, args.target, parallel=args.parallel,
+                                jobs=args.jobs)
+    except KgateError as e:
+        log(f"kgate: bisect-step: {e}")
+        return bisect.EXIT_ABORT
 
 
 def cmd_bench(args):
@@ -451,8 +470,8 @@ def parser():
     s.add_argument("-p", "--parallel", type=int, default=2, help="jobs at once (default: 2)")
     s.add_argument("-j", "--jobs", type=int, help="parallel make jobs (default: cores + 1)")
     s.set_defaults(func=cmd_mutants)
-    s = sub.add_parser("bisect", help="name the patch of a candidate series after which the "
-                       "gate fails",
+    s = sub.add_parser("bisect", help="name the patch of a candidate series (or the commit "
+                       "of a git tree) after which the gate fails",
                        description="The series in --patches (its 'series' file, else name "
                        "order) is applied step by step on kernel/patches; step 0 (the fixed "
                        "kernel) must pass and the whole series must fail; the range is halved "
@@ -461,16 +480,34 @@ def parser():
                        "infrastructure, are skipped. The culprit must fail twice more and "
                        "the step before it pass twice more. Each step runs the candidate "
                        "only (no benchmark, no control). Report and every step's results in "
-                       "build/bisect/<time>/. Exit status: 0 a culprit named and verified, 1 "
-                       "none (the report says why), 2 usage.")
+                       "build/bisect/<time>/. With --source TREE --good REV --bad REV, the "
+                       "same for the commits of a git tree: the ends are checked, 'git bisect "
+                       "run' halves (kgate's step exits 125 to skip), the culprit and its "
+                       "parent are verified the same way. Exit status: 0 a culprit named and "
+                       "verified, 1 none (the report says why), 2 usage.")
     s.add_argument("target", nargs="*",
                    help="targets (default: those where the latest run of this series failed, "
                    f"else {' '.join(bisect.DEFAULT_TARGETS)})")
-    s.add_argument("--patches", required=True, metavar="DIR",
-                   help="the candidate series to bisect")
+    s.add_argument("--patches", metavar="DIR", help="the candidate series to bisect")
+    s.add_argument("--source", metavar="TREE",
+                   help="a git kernel tree: bisect its commits --good..--bad with 'git bisect "
+                   "run' (in a shared clone under build/bisect/; TREE is only read), each "
+                   "commit built and run as 'run --source' does")
+    s.add_argument("--good", metavar="REV", help="with --source: a commit that passes")
+    s.add_argument("--bad", metavar="REV", help="with --source: a later commit that fails")
     s.add_argument("-p", "--parallel", type=int, default=2, help="jobs at once (default: 2)")
     s.add_argument("-j", "--jobs", type=int, help="parallel make jobs (default: cores + 1)")
     s.set_defaults(func=cmd_bisect)
+    s = sub.add_parser("bisect-step", help="(run by 'git bisect run' for 'bisect --source') "
+                       "judge the commit checked out in TREE",
+                       description="Exit status for git bisect run: 0 good, 1 bad, 125 skip "
+                       "(no kernel, inconclusive, infrastructure), 128 stop.")
+    s.add_argument("target", nargs="+")
+    s.add_argument("--tree", required=True, help="the bisection's clone")
+    s.add_argument("--out", required=True, help="the bisection's folder (steps.jsonl)")
+    s.add_argument("-p", "--parallel", type=int, default=2, help="jobs at once (default: 2)")
+    s.add_argument("-j", "--jobs", type=int, help="parallel make jobs (default: cores + 1)")
+    s.set_defaults(func=cmd_bisect_step)
     s = sub.add_parser("bench", help="print build and boot figures per target",
                        description="Without --cold: the figures the last builds and the latest "
                        "run recorded. With --cold: remove all build outputs and the ccache, "
