@@ -17,8 +17,12 @@ BASE_URL ?=
 DEVICE_TYPE ?= qemu
 # 'make mutants': only these mutants (names or numbers, e.g. 04 17); empty: all.
 MUTANT ?=
-# 'make bisect': the candidate series (a folder of patches) to bisect.
+# 'make bisect': the candidate series (a folder of patches) to bisect,
+# or a git tree and the ends of its commits to bisect.
 PATCHES ?=
+SOURCE ?=
+GOOD ?=
+BAD ?= HEAD
 # 'make compare': baseline and new run (folders or results.json).
 BASE ?=
 NEW ?=
@@ -40,7 +44,8 @@ help:
 	@echo "make mutants     the mutation check: each kernel/mutants patch as the candidate kernel"
 	@echo "                 (ARCH=, default x86_64; MUTANT=04 17 for some); exit 1 if one passed"
 	@echo "make bisect      name the patch of a candidate series after which the gate fails"
-	@echo "                 (PATCHES=DIR, ARCH=; exit 0 = culprit named and verified)"
+	@echo "                 (PATCHES=DIR, or SOURCE=git tree GOOD=rev BAD=rev; ARCH=;"
+	@echo "                 exit 0 = culprit named and verified)"
 	@echo "make serve       serve the artifacts over http for a LAVA lab (BIND=, PORT=)"
 	@echo "make submit      submit the jobs to a LAVA lab and collect the results"
 	@echo "                 (LAB=lavacli identity, BASE_URL=artifact URL, DEVICE_TYPE=, ARCH=)"
@@ -96,8 +101,12 @@ mutants:
 	$(KGATE) mutants --parallel $(PARALLEL) $(foreach m,$(MUTANT),--mutant $(m)) $(ARCH)
 
 bisect:
-	@test -n "$(PATCHES)" || { echo "make bisect PATCHES=DIR [ARCH=...]"; exit 2; }
+ifneq ($(SOURCE),)
+	$(KGATE) bisect --parallel $(PARALLEL) --source $(SOURCE) --good $(GOOD) --bad $(BAD) $(ARCH)
+else
+	@test -n "$(PATCHES)" || { echo "make bisect PATCHES=DIR [ARCH=...], or SOURCE=TREE GOOD=REV BAD=REV"; exit 2; }
 	$(KGATE) bisect --parallel $(PARALLEL) --patches $(PATCHES) $(ARCH)
+endif
 
 serve:
 	$(KGATE) serve --bind $(BIND) --port $(PORT) $(ARCH)

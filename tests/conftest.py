@@ -38,7 +38,8 @@ def scripted_jobs(tmp_path, monkeypatch):
 
 class FakeLab:
     """lavacli, scripted: each submitted job ends as the next of
-    `outcomes` says: (LAVA health, cases)."""
+    `outcomes` says: (LAVA health, cases); health Unknown is a job still
+    running when collect stops waiting."""
 
     def __init__(self, outcomes):
         self.outcomes = list(outcomes)
@@ -57,7 +58,8 @@ class FakeLab:
             return ""
         health, cs = self.jobs[args[1] if args[0] == "results" else args[2]]
         if args[:2] == ("jobs", "show"):
-            return json.dumps({"state": "Finished", "health": health,
+            state = "Running" if health == "Unknown" else "Finished"
+            return json.dumps({"state": state, "health": health,
                                "start_time": "20261206T10:00:00", "end_time": "20261206T10:00:30"})
         if args[0] == "results":
             return yaml.safe_dump([{"suite": "0_kgate", "name": c["case"], "result": c["result"]}

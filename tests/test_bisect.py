@@ -235,3 +235,28 @@ def test_git_bisect_usage_errors(repo):
                             ("nope", shas[1], "--good nope: not a commit")):
         with pytest.raises(bisect.KgateError, match=says):
             source_run(tree, good, bad)
+
+
+def test_a_step_that_stops_git_bisect_is_reported_as_such(repo):
+    tree, commits = repo
+    shas = commits(["good", "good", "good", "bad"])
+    text, code, doc = bisect.bisect_source(
+        str(tree), shas[0], shas[-1], ["x86_64"], steps_class=StateSteps,
+        step_cmd=[sys.executable, "-c", f"import sys; sys.exit({bisect.EXIT_ABORT})"])[:2] + (None,)
+    assert code == 1 and "git bisect run stopped" in text, text
+
+
+def test_the_step_command_line_parses(monkeypatch):
+    from kgate import cli
+    seen = {}
+
+    def step_main(tree, out, targets, parallel=2, jobs=None):
+        seen.update(tree=tree, out=out, targets=targets, parallel=parallel, jobs=jobs)
+        raise RuntimeError("boom")
+    monkeypatch.setattr(bisect, "step_main", step_main)
+    cmd = bisect.step_command("/c", "/o", ["x86_64", "mips"], 2, 3)
+    assert cmd[:2] == [sys.executable, bisect.KGATE]
+    # any failure of the step stops git, never marks the commit bad
+    assert cli.main(cmd[2:]) == bisect.EXIT_ABORT
+    assert seen == {"tree": "/c", "out": "/o", "targets": ["x86_64", "mips"], "parallel": 2,
+                    "jobs": 3}

@@ -118,6 +118,8 @@ def test_each_row_of_the_exit_code_table(gate, monkeypatch, capsys, code, what, 
     except SystemExit as e:  # argparse's own usage errors
         got, err = e.code, capsys.readouterr().err
     assert got == code, err
+    # every scripted attempt was used: the retry did happen
+    assert not any(jobs.values()) if jobs else True
     if says:
         assert says in err
     if code == results.EXIT_INTERRUPTED:

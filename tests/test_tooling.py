@@ -938,7 +938,9 @@ FIN = "backlog.ipv4.data_fin"
     ([results.PASS, results.REGRESSION, results.PASS], results.FLAKY),
     ([results.PASS, results.ERROR], results.FLAKY),
     ([results.CAUGHT, results.MISSED], results.FLAKY),
-    ([results.INCONCLUSIVE, results.REGRESSION], results.FLAKY),
+    # no run passed: an inconclusive run is no evidence against a failure
+    ([results.INCONCLUSIVE, results.REGRESSION], results.REGRESSION),
+    ([results.INCONCLUSIVE, results.MISSED], results.MISSED),
     ([results.PASS, results.PASS], results.PASS),
     ([results.PASS, results.INCONCLUSIVE], results.INCONCLUSIVE),
     ([results.REGRESSION, results.REGRESSION], results.REGRESSION),
@@ -981,6 +983,8 @@ def test_a_figure_of_several_runs_is_their_median():
         return [{"definition": "1_kgate-bench", "case": "bulk_ratio", "result": "pass",
                  "measurement": v, "units": "x"}]
     job = results.combine_runs([[_try(results.PASS, bench(v))] for v in (3.0, 1.0, 2.0)])
+    assert job["cases"][0]["measurement"] == 2.0
+    job = results.combine_runs([[_try(results.PASS, bench(v))] for v in (3.0, 1.0)])
     assert job["cases"][0]["measurement"] == 2.0
 
 
@@ -1053,3 +1057,40 @@ def test_lab_repeat_submits_each_job_n_times(fake_lab):
     job = doc["jobs"][0]
     assert job["verdict"] == results.FLAKY and doc["exit_code"] == 6
     assert job["log"] == "x86_64-fixed.run2/lava.log" and job["lava_job"] == 101
+
+
+def test_the_runs_of_a_job_never_run_beside_each_other(scripted_jobs, monkeypatch):
+    import threading
+    import time
+    runner, _ = scripted_jobs
+    running, seen, lock = set(), [], threading.Lock()
+
+    def run_job(job_path, dev, outdir, timeout):
+        job = os.path.basename(outdir).split(".")[0]
+        with lock:
+            seen.append(job in running)
+            running.add(job)
+        # the fixed kernel's runs are slower: a free worker would
+        # start the next fixed run beside this one, were it not in rounds
+        time.sleep(0.1 if job.endswith("fixed") else 0.02)
+        with lock:
+            running.discard(job)
+        return {"health": "complete", "cases": cases(), "errors": [], "timing": {},
+                "tail": []}, 0.05
+    monkeypatch.setattr(runner, "run_job", run_job)
+    doc, _ = runner.run(["x86_64"], ["fixed", "candidate"], parallel=2, repeat=3, latest=False,
+                        bench=False)
+    assert len(seen) == 6 and not any(seen)
+
+
+def test_lab_does_not_resubmit_a_job_still_running_or_without_its_kept_definition(fake_lab):
+    lab, fake = fake_lab([("Unknown", [])])
+    run_dir = lab.submit("me", ["x86_64"], ["fixed"], "http://lab/")
+    doc = lab.collect(run_dir, retry_infra=2)
+    assert doc["jobs"][0]["verdict"] == results.INFRA and len(fake.submitted) == 1
+    # a run submitted before definitions were kept in its folder
+    lab, fake = fake_lab([("Incomplete", [])])
+    run_dir = lab.submit("me", ["x86_64"], ["fixed"], "http://lab/")
+    os.unlink(os.path.join(run_dir, "x86_64-fixed.job.yaml"))
+    doc = lab.collect(run_dir, retry_infra=2)
+    assert doc["jobs"][0]["verdict"] == results.INFRA and len(fake.submitted) == 1

@@ -22,6 +22,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -377,6 +378,36 @@ def step_command(clone, out_dir, target_names, parallel, jobs):
     return cmd + (["-j", str(jobs)] if jobs else []) + list(target_names)
 
 
+def git_bisect_run(clone, cmd):
+    """Run 'git bisect run cmd' in the clone; return (exit status, what
+    it and the steps said, also shown as it comes). Interrupted, its
+    whole process group (git, the step, its guests) is stopped before
+    this returns."""
+    p = subprocess.Popen(["git", "-C", clone, "bisect", "run"] + cmd, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    said = []
+    try:
+        for line in p.stdout:
+            said.append(line)
+            sys.stderr.write(line)
+            sys.stderr.flush()
+        p.wait()
+    except BaseException:
+        # The step's kgate turns SIGTERM into stopping its guests.
+        os.killpg(p.pid, signal.SIGTERM)
+        try:
+            p.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+        raise
+    return p.returncode, "".join(said)
+
+
+def _on_sigterm(signum, frame):
+    raise KeyboardInterrupt
+
+
 def resolve(tree, rev, flag):
     try:
         return git(tree, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
@@ -393,8 +424,8 @@ def bisect_source(tree, good, bad, target_names=None, parallel=2, jobs=None,
     the ends and the verification, and the command git runs (tests)."""
     need_tools(["git"], "install git: 'make deps'")
     tree = os.path.abspath(tree)
-    if git(tree, "rev-parse", "--is-inside-work-tree", check=False) != "true":
-        raise KgateError(f"--source {tree}: not a git tree")
+    if git(tree, "rev-parse", "--show-toplevel", check=False) != os.path.realpath(tree):
+        raise KgateError(f"--source {tree}: not the top of a git tree")
     good_c, bad_c = resolve(tree, good, "--good"), resolve(tree, bad, "--bad")
     if good_c == bad_c or subprocess.run(["git", "-C", tree, "merge-base", "--is-ancestor",
                                           good_c, bad_c]).returncode:
@@ -411,9 +442,13 @@ def bisect_source(tree, good, bad, target_names=None, parallel=2, jobs=None,
     # One place for the clone, whichever the bisection: kbuild's paths
     # and so ccache's hits stay the same from one bisection to the next.
     clone = os.path.join(OUT, "clone")
-    with _clone_lock():
-        return _bisect_in(clone, tree, good, bad, good_c, bad_c, target_names, parallel, jobs,
-                          steps_class, step_cmd, stamp, out_dir)
+    old_term = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        with _clone_lock():
+            return _bisect_in(clone, tree, good, bad, good_c, bad_c, target_names, parallel,
+                              jobs, steps_class, step_cmd, stamp, out_dir)
+    finally:
+        signal.signal(signal.SIGTERM, old_term)
 
 
 @contextlib.contextmanager
@@ -450,13 +485,13 @@ def _bisect_in(clone, tree, good, bad, good_c, bad_c, target_names, parallel, jo
             cmd = ([a.format(clone=clone, out=out_dir) for a in step_cmd] if step_cmd else
                    step_command(clone, out_dir, target_names, parallel, jobs))
             log(f"[bisect] git bisect run: {count} commits in {good_c[:12]}..{bad_c[:12]}")
-            r = subprocess.run(["git", "-C", clone, "bisect", "run"] + cmd, stdout=subprocess.PIPE,
-                               text=True, check=False)
-            atomic_write(os.path.join(out_dir, "git-bisect-run.txt"), r.stdout)
-            found = re.search(r"^([0-9a-f]{40}) is the first bad commit", r.stdout, re.M)
-            if not found:
-                said = [ln for ln in r.stdout.splitlines() if ln.strip()]
-                why = "git bisect named no single commit: " + " ".join(said[-3:])
+            code, said = git_bisect_run(clone, cmd)
+            atomic_write(os.path.join(out_dir, "git-bisect-run.txt"), said)
+            found = re.search(r"^([0-9a-f]{40,64}) is the first bad commit", said, re.M)
+            if code or not found:
+                last = [ln for ln in said.splitlines() if ln.strip()][-3:]
+                why = ("git bisect named no single commit: " if "'skip'ped" in said else
+                       f"git bisect run stopped (exit {code}): ") + " ".join(last)
             else:
                 culprit = found.group(1)
                 parent = git(clone, "rev-parse", f"{culprit}^")

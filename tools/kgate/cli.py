@@ -303,8 +303,8 @@ def cmd_bisect_step(args):
     try:
         return bisect.step_main(args.tree, args.out, args.target, parallel=args.parallel,
                                 jobs=args.jobs)
-    except KgateError as e:
-        log(f"kgate: bisect-step: {e}")
+    except Exception as e:  # noqa: BLE001 - git must stop, not call the commit bad
+        log(f"kgate: bisect-step: {type(e).__name__}: {e}")
         return bisect.EXIT_ABORT
 
 

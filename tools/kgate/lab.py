@@ -245,11 +245,33 @@ def collect_job(identity, it, run_dir, timeout):
         "seconds": _seconds(show), "timing": {}, "cases": cases,
         "kernel_sha256": it["kernel_sha256"], "rootfs_sha256": it["rootfs_sha256"],
         "log": os.path.join(folder, "lava.log"),
-        "lava_job": int(job_id), "lava_health": health,
+        "lava_job": int(job_id), "lava_state": state, "lava_health": health,
     }
     if verdict == results.ERROR:
         job["tail"] = tail
     return job
+
+
+def resubmit(identity, run_dir, it, job, retry):
+    """Submit a job again after an infrastructure verdict; return its
+    record entry, or None (said why) when it must not or cannot be."""
+    what = f"{it['target']}/{it['variant']}"
+    if job.get("lava_state") != "Finished":
+        # Still queued or running: a second copy would only wait too.
+        log(f"[collect] {what}: job {it['id']} not finished; not submitted again "
+            f"(collect again later)")
+        return None
+    kept = os.path.join(run_dir, f"{it['target']}-{it['variant']}.job.yaml")
+    if not os.path.isfile(kept):
+        # Runs submitted before definitions were kept: jobs/lab/ may
+        # hold another kernel's job by now.
+        log(f"[collect] {what}: no {os.path.basename(kept)} in the run folder; not submitted again")
+        return None
+    try:
+        return dict(it, id=submit_one(identity, kept), retry=retry)
+    except KgateError as e:
+        log(f"[collect] {what}: could not submit again: {e}")
+        return None
 
 
 def collect(run_dir, identity=None, timeout=1800, retry_infra=1):
@@ -285,8 +307,9 @@ def collect(run_dir, identity=None, timeout=1800, retry_infra=1):
                     continue
                 if job["verdict"] != results.INFRA or len(tried) > retry_infra:
                     break
-                kept = os.path.normpath(os.path.join(TOP, it["file"]))
-                again = dict(it, id=submit_one(identity, kept), retry=len(tried))
+                again = resubmit(identity, run_dir, it, job, len(tried))
+                if not again:
+                    break
                 log(f"[collect] {what}: infrastructure, submitted again as job {again['id']}")
                 record["jobs"].append(again)
                 write_record(run_dir, record)

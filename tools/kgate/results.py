@@ -2,6 +2,7 @@
 import json
 import os
 import re
+import statistics
 
 from .common import atomic_write, format_table
 
@@ -51,8 +52,9 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 # A run's verdict is its jobs' worst, in this order.
 SEVERITY = [PASS, INCONCLUSIVE, INFRA, FLAKY, ERROR, REGRESSION, MISSED]
-# Between the runs of one job, a verdict of each kind is a contradiction.
-_GOOD = (PASS, CAUGHT, INCONCLUSIVE)
+# Between the runs of one job, a verdict of each kind is a contradiction
+# (an inconclusive run is neither: it saw no evidence either way).
+_GOOD = (PASS, CAUGHT)
 _BAD = (REGRESSION, ERROR, MISSED)
 
 
@@ -222,9 +224,9 @@ def _merge_cases(finals):
         got = [c["result"] for c in runs]
         case = dict(runs[0])
         case["result"] = next((r for r in ("fail", "skip") if r in got), got[0])
-        values = sorted(c["measurement"] for c in runs if c.get("measurement") is not None)
+        values = [c["measurement"] for c in runs if c.get("measurement") is not None]
         if values:
-            case["measurement"] = values[len(values) // 2]
+            case["measurement"] = statistics.median(values)
         if "pass" in got and "fail" in got:
             flaky[name] = [c["result"] if c else "-" for c in seen[name]]
         merged.append(case)
@@ -238,9 +240,11 @@ def combine_runs(tries):
 
     Runs that disagree (one passed or was caught, another failed, was an
     error or missed the bug) make the job flaky; otherwise the worst run
-    decides. Only runs with a judged verdict are merged: an
-    infrastructure run adds nothing, unless no run got further. Every
-    attempt is listed in 'attempts' when there was more than one."""
+    decides (so a run left infrastructure after its retries makes the
+    job infrastructure: the N runs asked for were not all seen). The
+    cases merged are those of the judged runs only, unless no run got
+    that far. Every attempt is listed in 'attempts' when there was more
+    than one."""
     finals = [t[-1] for t in tries]
     worst = max(finals, key=lambda j: _severity(j["verdict"]))
     job = dict(worst)
@@ -365,7 +369,7 @@ def matrix(jobs):
                          ", ".join(f"{a['verdict']} ({a['log']})" for a in j["attempts"]))
         for case, got in j.get("flaky_cases", {}).items():
             notes.append(f"{j['target']}/{j['variant']} FLAKY {case}: {' '.join(got)}")
-        if j["verdict"] == ERROR and j.get("tail"):
+        if j["verdict"] in (ERROR, FLAKY) and j.get("tail"):
             notes.append(f"  its last lines ({j.get('log', 'lava.log')}):")
             notes.extend(f"    {line}" for line in j["tail"])
     return "\n".join([format_table(heads, rows, rule=True)] + notes)

@@ -252,18 +252,15 @@ def run(target_names, variants=VARIANTS, parallel=1, jobs=None, job_timeout=900,
                 job["tail"] = parsed["tail"]
             return job
 
+        stopping = threading.Event()
+
         def one(task):
             item, r = task
             tried = [attempt(item, r, 0)]
-            while tried[-1]["verdict"] == results.INFRA and len(tried) <= retry_infra:
+            while (tried[-1]["verdict"] == results.INFRA and len(tried) <= retry_infra and
+                   not stopping.is_set()):
                 tried.append(attempt(item, r, len(tried)))
             return tried
-
-        # Every run of every job is one task, in rounds (each job once,
-        # then again): a job's runs are spread in time and never run
-        # beside each other, and a round loads the machine as a run
-        # without --repeat does. They are combined once all are back.
-        tasks = [(item, r) for r in range(repeat) for item in todo]
 
         # Interrupted (Ctrl-C, or SIGTERM from a CI runner): stop the
         # guests and write nothing, so no half run looks complete.
@@ -271,9 +268,15 @@ def run(target_names, variants=VARIANTS, parallel=1, jobs=None, job_timeout=900,
         try:
             with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
                 try:
-                    tries = list(pool.map(one, tasks))
-                    done = [results.combine_runs(tries[i::len(todo)]) for i in range(len(todo))]
+                    # In rounds (each job once, then again): the runs
+                    # of a job never run beside each other, and a round
+                    # loads the machine as a run without --repeat does.
+                    rounds = [list(pool.map(one, [(item, r) for item in todo]))
+                              for r in range(repeat)]
+                    done = [results.combine_runs([rnd[i] for rnd in rounds])
+                            for i in range(len(todo))]
                 except KeyboardInterrupt:
+                    stopping.set()
                     pool.shutdown(wait=False, cancel_futures=True)
                     stop_jobs()
                     log(f"[run] interrupted: no results written in {os.path.relpath(run_dir, TOP)}")
