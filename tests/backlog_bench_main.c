@@ -2,7 +2,7 @@
 /*
  * The guest's backlog_bench: the selftest backlog_bench.c as it goes
  * upstream, with its own options (--reps, --bulk-bytes, --drain,
- * --rcvbuf, --no-bulk, --no-drain), taken out of the command line
+ * --rcvbuf, --bulk-budget, --no-bulk, --no-drain), taken out of the command line
  * first, and ksft_cli.h's command line over 6.1's harness for the rest
  * (--list, --case, --repeat, --timeout, --ptest, --help).
  */
@@ -15,7 +15,8 @@
 #include "ksft_cli.h"
 
 enum {
-	OPT_REPS, OPT_BULK_BYTES, OPT_DRAIN, OPT_RCVBUF, OPT_NO_BULK, OPT_NO_DRAIN,
+	OPT_REPS, OPT_BULK_BYTES, OPT_DRAIN, OPT_RCVBUF, OPT_BULK_BUDGET, OPT_NO_BULK,
+	OPT_NO_DRAIN,
 };
 
 static const struct bench_option {
@@ -27,6 +28,7 @@ static const struct bench_option {
 	[OPT_BULK_BYTES] = { "bulk-bytes", 'b', true },
 	[OPT_DRAIN] = { "drain", 'd', true },
 	[OPT_RCVBUF] = { "rcvbuf", 's', true },
+	[OPT_BULK_BUDGET] = { "bulk-budget", 0, true },
 	[OPT_NO_BULK] = { "no-bulk", 0, false },
 	[OPT_NO_DRAIN] = { "no-drain", 0, false },
 };
@@ -129,6 +131,15 @@ static int bench_set(const char *prog, int opt, char *val)
 		}
 		o->rcvbuf = (int)v;
 		break;
+	case OPT_BULK_BUDGET:
+		v = strtol(val, &end, 10);
+		if (end == val || *end || v < 0 || v > BULK_TIMEOUT - BULK_MARGIN) {
+			fprintf(stderr, "%s: --bulk-budget wants 0..%d\n", prog,
+				BULK_TIMEOUT - BULK_MARGIN);
+			return -1;
+		}
+		o->bulk_budget = (int)v;
+		break;
 	case OPT_NO_BULK:
 		o->bulk = false;
 		break;
@@ -210,6 +221,9 @@ int main(int argc, char **argv)
 			     "                      0 times the release alone. Capped by the window\n"
 			     "  -s, --rcvbuf N      SO_RCVBUF of the receiver (default 4M; 0: the\n"
 			     "                      kernel's autotuning)\n"
+			     "      --bulk-budget S seconds bench.bulk takes runs for (default and\n"
+			     "                      most: its deadline less a margin); runs that\n"
+			     "                      do not fit make it inconclusive: too slow here\n"
 			     "      --no-bulk       skip bench.bulk\n"
 			     "      --no-drain      skip bench.drain\n\n"
 			     "Figures: '# kgate-measure NAME VALUE UNITS' lines, medians with _min\n"
