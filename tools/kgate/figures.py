@@ -90,8 +90,8 @@ def table(jobs):
              "drain: time from releasing a held socket to recv() returning with N segments "
              "in the backlog (release_sock()); off/on per pair; release: the same with an "
              "empty backlog.",
-             "merges 0 with coalescing on: the backlog was never used (one CPU), "
-             "the bulk ratio says nothing there."]
+             "a bulk merges of 0 (with coalescing on) means the backlog was never used, "
+             "as on one CPU: that row's bulk ratio says nothing."]
     return "\n".join([format_table(heads, body, rule=True)] + notes)
 
 
