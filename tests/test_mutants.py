@@ -40,7 +40,7 @@ def test_mutant_touches_only_tcp_ipv4_and_names_its_catch(m):
     assert re.search(r"^Signed-off-by: ", text, re.M)
     # The cases that must catch it exist; only the mutants that hide or
     # stop merging may come out merely inconclusive.
-    assert set(m["expect"]) <= set(results.GUEST_CASES), m["expect"]
+    assert set(m["expect"]) <= set(results.JUDGED_CASES), m["expect"]
     assert m["expect"] or m["inconclusive_allowed"]
     assert m["inconclusive_allowed"] == (m["name"] in ("20-no-count", "21-no-merge"))
 
@@ -119,7 +119,7 @@ def test_select():
 
 def guest_cases(**res):
     """Every case a job reports, passed unless named: ipv4.data_csum='fail'."""
-    base = {c: "pass" for c in results.GUEST_CASES + [results.RUN_CASE, results.UNIT_RUN_CASE]}
+    base = {c: "pass" for c in results.JUDGED_CASES + [results.RUN_CASE, results.UNIT_RUN_CASE]}
     base.update({f"{results.FIXTURE}.{k}": v for k, v in res.items()})
     return [{"case": k, "result": v} for k, v in base.items()]
 

@@ -122,7 +122,7 @@ def full(name):
 
 def cases(**res):
     base = {c: "pass" for c in results.GUEST_CASES + [results.RUN_CASE, results.UNIT_RUN_CASE,
-                                                       "csum_rfc1071"]}
+                                                       "csum_rfc1071", lavalog.KERNEL_LOG_CASE]}
     base.update({full(k): v for k, v in res.items()})
     return [{"case": k, "result": v} for k, v in base.items()]
 
@@ -177,7 +177,7 @@ def test_run_verdict_and_json(tmp_path):
     doc = results.write_json(str(tmp_path / "results.json"), "run1", "t0", "t1", jobs)
     assert doc["verdict"] == results.PASS and doc["exit_code"] == 0
     loaded = json.loads((tmp_path / "results.json").read_text())
-    assert len(loaded["results"]) == 2 * (len(results.GUEST_CASES) + 3)
+    assert len(loaded["results"]) == 2 * (len(results.GUEST_CASES) + 4)  # run cases, the unit case, kernel-log
     row = [r for r in loaded["results"]
            if r["variant"] == "known-bad" and r["case"] == "backlog.ipv4.data_fin"][0]
     assert row == {"arch": "x86_64", "variant": "known-bad", "case": "backlog.ipv4.data_fin", "result": "fail",
@@ -825,7 +825,7 @@ def test_html_report_in_headless_chromium(tmp_path):
     assert p.cells[("backlog.ipv4.data_fin", "x86_64/known-bad")] == ("xfail", "fail (expected)")
     assert p.cells[("backlog.ipv6.data_data", "x86_64/fixed")] == ("skip", "skip")
     assert p.cells[("backlog.ipv4.data_data", "x86_64/known-bad")] == ("pass", "pass")
-    assert len(p.cells) == 2 * (len(results.GUEST_CASES) + 3)
+    assert len(p.cells) == 2 * (len(results.GUEST_CASES) + 4)
     assert "<h1>kgate run r&lt;1&gt;</h1>" in dom      # text is escaped
 
 
@@ -1109,3 +1109,65 @@ def test_lab_does_not_resubmit_a_job_still_running_or_without_its_kept_definitio
     os.unlink(os.path.join(run_dir, "x86_64-fixed.job.yaml"))
     doc = lab.collect(run_dir, retry_infra=2)
     assert doc["jobs"][0]["verdict"] == results.INFRA and len(fake.submitted) == 1
+
+
+# --- the kernel-log case ----------------------------------------------------
+
+def _entries(*lines, results_first=True):
+    out = []
+    if results_first:
+        out.append({"lvl": "results", "msg": {"definition": "0_kgate-backlog",
+                                              "case": "csum_rfc1071", "result": "pass"}})
+    out += [{"lvl": "target", "msg": m} for m in lines]
+    return "\n".join(json.dumps(e) for e in out) + "\n"
+
+
+WARN = ["[   12.345678] ------------[ cut here ]------------",
+        "[   12.345679] WARNING: CPU: 1 PID: 7 at net/ipv4/tcp_ipv4.c:1900 tcp_add_backlog+0x1/0x2",
+        "[   12.345680] Call Trace:", "[   12.345681]  <IRQ>",
+        "[   12.345682] ---[ end trace 0000000000000000 ]---", "[   12.345683] after"]
+
+
+def test_a_clean_dump_passes_the_kernel_log_case():
+    log = _entries("kgate-kernel-log: begin", "kgate-dmesg: [    0.000000] Linux version 6.1",
+                   "kgate-kernel-log: end, 1 lines")
+    klog = lavalog.parse(log)["cases"][-1]
+    assert klog == {"definition": "kgate", "case": "kernel-log", "result": "pass"}
+
+
+def test_a_splat_in_the_dump_or_on_the_console_fails_it_with_its_lines():
+    dumped = lavalog.parse(_entries("kgate-kernel-log: begin",
+                                    *[f"kgate-dmesg: {ln}" for ln in WARN],
+                                    "kgate-kernel-log: end, 6 lines"))
+    klog = dumped["cases"][-1]
+    assert klog["result"] == "fail" and klog["splat"] == WARN[1:5]
+    # the dump's lines are not the program's last lines
+    assert not any("cut here" in ln for ln in dumped["tail"])
+    # a splat on the console counts even when the dump never came
+    console = lavalog.parse(_entries(*WARN))
+    assert console["cases"][-1]["result"] == "fail"
+    # a line of test output is not a kernel line
+    assert [c["case"] for c in lavalog.parse(_entries("# WARNING: from a test"))["cases"]] == \
+        ["csum_rfc1071"]
+
+
+def test_no_kernel_log_case_before_the_tests_ran_or_without_the_whole_dump():
+    assert lavalog.parse(_entries(*WARN, results_first=False))["cases"] == []
+    cut = _entries("kgate-kernel-log: begin", "kgate-dmesg: [    0.1] fine")
+    assert [c["case"] for c in lavalog.parse(cut)["cases"]] == ["csum_rfc1071"]
+
+
+def test_the_kernel_log_decides_the_kernel_under_test_not_the_control():
+    bad_log = [dict(c, splat=WARN[1:2]) if c["case"] == "kernel-log" else c
+               for c in cases(**{"kernel-log": "fail"})]
+    v, reason = results.job_verdict("fixed", "complete", bad_log)
+    assert v == results.REGRESSION and "kernel-log" in reason
+    assert "WARNING: CPU: 1" in results.matrix([{"target": "x86_64", "variant": "fixed",
+                                                 "verdict": v, "cases": bad_log}])
+    control = [dict(c, result="fail") if c["case"] == "kernel-log" else c
+               for c in cases(**ALL_BAD)]
+    assert results.job_verdict("known-bad", "complete", control)[0] == results.CAUGHT
+    # a job that ended without the dump: the case is missing
+    no_dump = [c for c in cases() if c["case"] != "kernel-log"]
+    v, reason = results.job_verdict("fixed", "complete", no_dump)
+    assert v == results.INFRA and "kernel-log" in reason

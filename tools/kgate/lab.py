@@ -226,7 +226,12 @@ def collect_job(identity, it, run_dir, timeout):
         try:
             log_text = lavacli(identity, "jobs", "logs", job_id, "--raw", timeout=300)
             atomic_write(os.path.join(outdir, "lava.log"), log_text)
-            tail = lavalog.parse(log_text)["tail"]
+            parsed = lavalog.parse(log_text)
+            tail = parsed["tail"]
+            # The kernel-log case is ours: read from the job's log.
+            klog = lavalog.kernel_log_case(parsed["console"], parsed["dmesg"], bool(cases))
+            if klog:
+                cases.append(klog)
         except KgateError as e:
             errors.append(f"log not fetched: {e}")
     else:

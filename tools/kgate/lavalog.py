@@ -2,6 +2,7 @@
 line ('{"dt": ..., "lvl": ..., "msg": ...}'); test results appear only
 in 'lvl: results' lines."""
 import datetime
+import re
 
 import yaml
 
@@ -32,11 +33,66 @@ def parse_lines(text):
 # The guest's last lines kept for a report (a program that crashed or hung).
 TAIL_LINES = 12
 
+# The kernel-log case (every job; rootfs/files/usr/bin/kgate-kernel-log).
+KERNEL_LOG_CASE = "kernel-log"
+KERNEL_LOG_DEFINITION = "kgate"
+DMESG_PREFIX = "kgate-dmesg: "
+DMESG_BEGIN = "kgate-kernel-log: begin"
+DMESG_END = "kgate-kernel-log: end"
+# What a kernel says when something went wrong inside it: oopses and
+# BUG:s (soft lockups, sleeping in atomic context, bad page state, ...),
+# WARN()s (lockdep's reports are WARNING:s), the sanitizers, refcount
+# and list debugging, RCU stalls, hard lockups, panics, faults.
+SPLAT = re.compile(
+    r"Oops|BUG:|WARNING:|KASAN:|UBSAN:|KFENCE:|refcount_t:|list_(?:add|del) corruption"
+    r"|Call Trace:|rcu: INFO: |rcu_\w+ detected stalls|self-detected stall|hard LOCKUP"
+    r"|Kernel panic|general protection fault|Unable to handle kernel"
+    r"|possible recursive locking|inconsistent lock state|circular locking dependency"
+    r"|suspicious RCU usage|kmemleak: \d+ new suspected")
+# A kernel line on the console: CONFIG_PRINTK_TIME's "[    1.234567] ".
+KERNEL_LINE = re.compile(r"^\[\s*\d+\.\d+\]")
+SPLAT_LINES = 20
+
+
+def _splat(lines):
+    """The first splat in kernel lines: the matching line and what
+    follows it, to its end-of-trace line, at most SPLAT_LINES."""
+    for i, line in enumerate(lines):
+        if SPLAT.search(line):
+            out = []
+            for follow in lines[i:i + SPLAT_LINES]:
+                out.append(follow)
+                if "---[ end " in follow:
+                    break
+            return out
+    return []
+
+
+def kernel_log_case(console, dumped, tests_ran):
+    """The kernel-log case from the console's kernel lines and the
+    dmesg dump (None when it never ended): fail with the first splat,
+    pass when the whole dump came and neither has one. None (no case)
+    before the tests ran: a kernel that did not boot is judged by the
+    boot, not by this case."""
+    if not tests_ran:
+        return None
+    splat = _splat(dumped or []) or _splat(console)
+    if splat:
+        return {"definition": KERNEL_LOG_DEFINITION, "case": KERNEL_LOG_CASE, "result": "fail",
+                "splat": splat}
+    if dumped is None:
+        return None
+    return {"definition": KERNEL_LOG_DEFINITION, "case": KERNEL_LOG_CASE, "result": "pass"}
+
 
 def parse(text):
     """Return {'cases': [...], 'health': ..., 'errors': [...], 'job': result,
     'timing': {...}, 'tail': [...]}.
 
+    The kernel-log case (kernel_log_case()) is added to the cases once
+    the guest reported any: it is ours, not LAVA's. console: the
+    console's kernel lines; dmesg: the dump's lines, None if it never
+    ended.
     cases: dicts with definition, case, result and, where given,
     measurement and units, in log order (test definitions only: LAVA's
     own 'lava' definition is reported separately as job/errors). tail:
@@ -44,6 +100,7 @@ def parse(text):
     job ended), without LAVA's signals and the echo of its own commands.
     """
     cases, errors, tail = [], [], []
+    console, dump, dumped = [], [], None
     sent = set()
     given_up = False
     job_result = None
@@ -79,20 +136,34 @@ def parse(text):
             given_up = True
         elif lvl == "input" and isinstance(msg, str):
             sent.add(msg.strip())
-        elif lvl == "target" and isinstance(msg, str) and not given_up:
-            if not msg.startswith("<LAVA_SIGNAL") and msg.strip() not in sent:
+        elif lvl == "target" and isinstance(msg, str):
+            if msg.startswith(DMESG_PREFIX):
+                dump.append(msg[len(DMESG_PREFIX):])
+                continue
+            if msg.startswith(DMESG_BEGIN):
+                dump = []
+                continue
+            if msg.startswith(DMESG_END):
+                dumped = list(dump)
+                continue
+            if KERNEL_LINE.match(msg):
+                console.append(msg)
+            if not given_up and not msg.startswith("<LAVA_SIGNAL") and msg.strip() not in sent:
                 tail = (tail + [msg])[-TAIL_LINES:]
         elif lvl == "info" and isinstance(msg, str) and msg.startswith("Job finished correctly"):
             health = "complete"
     if health is None:
         health = "complete" if job_result == "pass" else "incomplete"
+    klog = kernel_log_case(console, dumped, bool(cases))
+    if klog:
+        cases.append(klog)
     timing = {}
     if boot_at and first_at:
         timing["boot_to_first_result"] = round((first_at - boot_at).total_seconds(), 2)
     if boot_at and last_at:
         timing["boot_to_end"] = round((last_at - boot_at).total_seconds(), 2)
     return {"cases": cases, "health": health, "job": job_result, "errors": errors,
-            "timing": timing, "tail": tail}
+            "timing": timing, "tail": tail, "console": console, "dmesg": dumped}
 
 
 def _time(dt):

@@ -5,6 +5,7 @@ import re
 import statistics
 
 from .common import atomic_write, format_table
+from .lavalog import KERNEL_LOG_CASE
 
 # What the guest reports for each job: tests/backlog_coalesce --list,
 # the harness's fixture.variant.test names (family x mode x case, in
@@ -20,6 +21,9 @@ BASE_CASES = ["data_data", "data_psh", "data_fin", "data_rst", "data_synack", "d
 GUEST_CASES = [f"{FIXTURE}.{fam}{mode}.{case}" for fam in FAMILIES for mode in MODES
                for case in BASE_CASES]
 RUN_CASE = "backlog_coalesce-run"
+# Every job also has the kernel-log case (lavalog.py): a splat in the
+# kernel's log fails the kernel under test like a guest case.
+JUDGED_CASES = GUEST_CASES + [KERNEL_LOG_CASE]
 # tests/test_pkt in the guest: its cases plus its '-run' case.
 UNIT_RUN_CASE = "test_pkt-run"
 # The cases the known-bad kernel must fail for the gate to count as
@@ -159,9 +163,12 @@ def job_verdict(variant, health, all_cases, bench=False, errors=()):
 
 def _gate_verdict(variant, health, cases):
     by_name = {c["case"]: c["result"] for c in cases}
-    missing = [c for c in GUEST_CASES + [RUN_CASE, UNIT_RUN_CASE] if c not in by_name]
+    missing = [c for c in GUEST_CASES + [RUN_CASE, UNIT_RUN_CASE, KERNEL_LOG_CASE]
+               if c not in by_name]
     judged = under_test(variant)
-    failed = [c for c in GUEST_CASES if by_name.get(c) == "fail"]
+    # A splat in the kernel under test's log fails it like a case; the
+    # known-bad control is caught by its cases alone.
+    failed = [c for c in (JUDGED_CASES if judged else GUEST_CASES) if by_name.get(c) == "fail"]
     trouble = ("job incomplete" if health != "complete" else
                "backlog_coalesce crashed, bailed out or reported fewer cases than planned"
                if by_name.get(RUN_CASE) == "fail" else "")
@@ -181,7 +188,7 @@ def _gate_verdict(variant, health, cases):
     if missing:
         return INFRA, f"results missing: {', '.join(missing)}"
     unit_failed = [c for c, r in by_name.items()
-                   if r == "fail" and c not in GUEST_CASES and c != RUN_CASE]
+                   if r == "fail" and c not in GUEST_CASES and c not in (RUN_CASE, KERNEL_LOG_CASE)]
     if unit_failed:
         # The packet code itself is wrong on this target: nothing the
         # backlog test says there can be trusted.
@@ -369,6 +376,12 @@ def matrix(jobs):
                          ", ".join(f"{a['verdict']} ({a['log']})" for a in j["attempts"]))
         for case, got in j.get("flaky_cases", {}).items():
             notes.append(f"{j['target']}/{j['variant']} FLAKY {case}: {' '.join(got)}")
+        splat = next((c.get("splat") for c in j["cases"]
+                      if c["case"] == KERNEL_LOG_CASE and c["result"] == "fail"), None)
+        if splat:
+            notes.append(f"  {j['target']}/{j['variant']} kernel log, first splat "
+                         f"({j.get('log', 'lava.log')}):")
+            notes.extend(f"    {line}" for line in splat)
         if j["verdict"] in (ERROR, FLAKY) and j.get("tail"):
             notes.append(f"  its last lines ({j.get('log', 'lava.log')}):")
             notes.extend(f"    {line}" for line in j["tail"])
