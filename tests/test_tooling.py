@@ -1140,7 +1140,8 @@ def test_a_splat_in_the_dump_or_on_the_console_fails_it_with_its_lines():
                                     *[f"kgate-dmesg: {ln}" for ln in WARN],
                                     "kgate-kernel-log: end, 6 lines"))
     klog = dumped["cases"][-1]
-    assert klog["result"] == "fail" and klog["splat"] == WARN[1:5]
+    # from the cut-here line to the end of the trace
+    assert klog["result"] == "fail" and klog["splat"] == WARN[:5]
     # the dump's lines are not the program's last lines
     assert not any("cut here" in ln for ln in dumped["tail"])
     # a splat on the console counts even when the dump never came
@@ -1149,6 +1150,33 @@ def test_a_splat_in_the_dump_or_on_the_console_fails_it_with_its_lines():
     # a line of test output is not a kernel line
     assert [c["case"] for c in lavalog.parse(_entries("# WARNING: from a test"))["cases"]] == \
         ["csum_rfc1071"]
+
+
+KASAN = ["[    5.0] ==================================================================",
+         "[    5.0] BUG: KASAN: slab-use-after-free in tcp_add_backlog+0x1/0x2",
+         "[    5.0] Read of size 4 at addr ffff888000a1b2c4 by task x/7"] + \
+        [f"[    5.0]  frame {i}" for i in range(40)] + \
+        ["[    5.0] ==================================================================",
+         "[    5.1] later"]
+
+
+@pytest.mark.parametrize("lines,first,last", [
+    (KASAN, 0, len(KASAN) - 2),                       # banner to banner, whole
+    (["[ 1.0] fine", "[ 1.1] BUG kmalloc-64 (Not tainted): Poison overwritten", "[ 1.2] x"],
+     1, 2),
+    (["[ 1.0] Internal error: Oops: 96000005 [#1] PREEMPT SMP", "[ 1.1] Call trace:"], 0, 1),
+])
+def test_splats_are_found_whole(lines, first, last):
+    assert lavalog._splat(lines) == lines[first:last + 1]
+
+
+@pytest.mark.parametrize("line", [
+    "[    0.1] Spectre V2 : WARNING: Unprivileged eBPF is enabled with eIBRS on",
+    "[   12.3] traps: backlog_bench[77] general protection fault ip:401000 sp:7ffe error:0",
+    "[    0.2] Linux version 6.1.192 (kgate@kgate) #1",
+])
+def test_notices_and_user_crashes_are_no_splat(line):
+    assert lavalog._splat([line]) == []
 
 
 def test_no_kernel_log_case_before_the_tests_ran_or_without_the_whole_dump():

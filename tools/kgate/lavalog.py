@@ -39,32 +39,51 @@ KERNEL_LOG_DEFINITION = "kgate"
 DMESG_PREFIX = "kgate-dmesg: "
 DMESG_BEGIN = "kgate-kernel-log: begin"
 DMESG_END = "kgate-kernel-log: end"
-# What a kernel says when something went wrong inside it: oopses and
+# What a kernel says when something went wrong inside it (6.1's texts):
+# die() headers on every arch ("Oops", "[#1]": x86's invalid opcode and
+# GP faults, arm's "Internal error", mips' "Kernel bug detected"),
 # BUG:s (soft lockups, sleeping in atomic context, bad page state, ...),
-# WARN()s (lockdep's reports are WARNING:s), the sanitizers, refcount
-# and list debugging, RCU stalls, hard lockups, panics, faults.
+# SLUB's "BUG <cache> (Not tainted): ", WARN()s (lockdep's reports are
+# WARNING:s; x86's mitigation notices, which are not, left out), the
+# sanitizers, refcount and list debugging, RCU stalls, hard lockups,
+# hung tasks, lockdep's non-static key, kmemleak, a bad hardware
+# checksum, an IRQ nobody cared for, and any stack dump ("Call Trace:",
+# arm64's "Call trace:", dump_stack()'s "CPU: N PID: N Comm: ").
 SPLAT = re.compile(
-    r"Oops|BUG:|WARNING:|KASAN:|UBSAN:|KFENCE:|refcount_t:|list_(?:add|del) corruption"
-    r"|Call Trace:|rcu: INFO: |rcu_\w+ detected stalls|self-detected stall|hard LOCKUP"
-    r"|Kernel panic|general protection fault|Unable to handle kernel"
-    r"|possible recursive locking|inconsistent lock state|circular locking dependency"
-    r"|suspicious RCU usage|kmemleak: \d+ new suspected")
+    r"\bOops\b|\[#\d+\]|kernel BUG at |\bBUG: |Kernel panic|Unable to handle kernel"
+    r"|\bBUG \S+ \((?:Not tainted|Tainted:[^)]*)\): "
+    r"|WARNING: (?!Spectre|BTB |LFENCE |Unprivileged eBPF|IBRS |See https"
+    r"|kernel not compiled|CPU does not support|ITS |polling idle)"
+    r"|KASAN: |UBSAN: |KFENCE: |refcount_t: |list_(?:add|del) corruption|list_add double add"
+    r"|rcu: INFO: |rcu_\w+ detected (?:expedited )?stalls|self-detected stall|hard LOCKUP"
+    r"|INFO: task \S+ blocked for more than|INFO: trying to register non-static key"
+    r"|kmemleak: (?:\d+ new suspected|.*unknown object)|hw csum failure|nobody cared"
+    r"|scheduling from the idle thread|Call [Tt]race:|CPU: \d+ PID: \d+ Comm: ")
 # A kernel line on the console: CONFIG_PRINTK_TIME's "[    1.234567] ".
 KERNEL_LINE = re.compile(r"^\[\s*\d+\.\d+\]")
-SPLAT_LINES = 20
+# Where a report starts just before its matching line: WARN()'s cut
+# line (its message comes before "WARNING: CPU:"), a KASAN banner.
+_REPORT_START = re.compile(r"cut here|={20,}")
+_RULE = re.compile(r"^(?:\[\s*\d+\.\d+\]\s*)?={20,}\s*$")
+SPLAT_LINES = 150
 
 
 def _splat(lines):
-    """The first splat in kernel lines: the matching line and what
-    follows it, to its end-of-trace line, at most SPLAT_LINES."""
+    """The first splat in kernel lines, whole: from its cut-here line or
+    banner (up to 3 lines before the match) to its end-of-trace line,
+    or to the closing banner of a report that opened with one; at most
+    SPLAT_LINES."""
     for i, line in enumerate(lines):
-        if SPLAT.search(line):
-            out = []
-            for follow in lines[i:i + SPLAT_LINES]:
-                out.append(follow)
-                if "---[ end " in follow:
-                    break
-            return out
+        if not SPLAT.search(line):
+            continue
+        start = next((k for k in range(max(0, i - 3), i) if _REPORT_START.search(lines[k])), i)
+        banner = bool(_RULE.match(lines[start]))
+        out = []
+        for k in range(start, min(len(lines), start + SPLAT_LINES)):
+            out.append(lines[k])
+            if "---[ end " in lines[k] or (banner and k > start and _RULE.match(lines[k])):
+                break
+        return out
     return []
 
 

@@ -334,6 +334,10 @@ def _counts(by_name):
     return len(vals), vals.count("pass"), vals.count("fail"), vals.count("skip")
 
 
+# A splat's first lines under the matrix; results.json has it whole.
+SPLAT_SHOWN = 20
+
+
 def matrix(jobs):
     """Return the matrix as text: one row per job with its counts and the
     cases the known-bad control must fail, then the cases that failed
@@ -381,7 +385,9 @@ def matrix(jobs):
         if splat:
             notes.append(f"  {j['target']}/{j['variant']} kernel log, first splat "
                          f"({j.get('log', 'lava.log')}):")
-            notes.extend(f"    {line}" for line in splat)
+            notes.extend(f"    {line}" for line in splat[:SPLAT_SHOWN])
+            if len(splat) > SPLAT_SHOWN:
+                notes.append(f"    ... {len(splat) - SPLAT_SHOWN} more lines in results.json")
         if j["verdict"] in (ERROR, FLAKY) and j.get("tail"):
             notes.append(f"  its last lines ({j.get('log', 'lava.log')}):")
             notes.extend(f"    {line}" for line in j["tail"])
