@@ -139,6 +139,20 @@ def tool_version(cmd):
     return out.splitlines()[0] if out else ""
 
 
+def clean_env(**extra):
+    """The environment for a make kgate runs: without the variables and
+    flags of a make that called kgate ('make run ARCH="x86_64 arm64"'
+    exports ARCH and passes it on in MAKEFLAGS, which busybox's and the
+    kernel's Makefiles would take as their own), plus extra."""
+    env = dict(os.environ)
+    for var in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "CFLAGS", "LDFLAGS",
+                "LDLIBS", "OUTPUT", "ARCH", "CROSS_COMPILE", "O", "KBUILD_OUTPUT"):
+        env.pop(var, None)
+    env["LC_ALL"] = "C"
+    env.update(extra)
+    return env
+
+
 def run_logged(cmd, logpath, label, cwd=None, env=None, count_prefix=None, every=20.0,
                error=KgateError):
     """Run cmd with its output in logpath; print a progress line now and then.

@@ -16,8 +16,8 @@ import tempfile
 import time
 
 from . import kernel
-from .common import (BUILD, TOP, InfraError, KgateError, atomic_copy, atomic_write, log, need_tools,
-                     read_text, run_logged, target, tool_version)
+from .common import (BUILD, TOP, InfraError, KgateError, atomic_copy, atomic_write, clean_env, log,
+                     need_tools, read_text, run_logged, target, tool_version)
 
 TEST_PROGRAMS = {
     # program: its C sources under tests/. backlog_coalesce is the
@@ -98,8 +98,8 @@ def build_busybox(tgt, jobs):
         for cfg in ("debian/config/os/linux", "debian/config/pkg/static"):
             with open(os.path.join(src, cfg), "rb") as f:
                 out.write(f.read())
-    env = dict(os.environ, KCONFIG_NOTIMESTAMP="1", LC_ALL="C",
-               CCACHE_DIR=os.environ.get("CCACHE_DIR", os.path.join(BUILD, "ccache")))
+    env = clean_env(KCONFIG_NOTIMESTAMP="1",
+                    CCACHE_DIR=os.environ.get("CCACHE_DIR", os.path.join(BUILD, "ccache")))
     mk = ["make", "-C", d, "-f", os.path.join(src, "Makefile"), f"KBUILD_SRC={src}",
           f"CROSS_COMPILE={cross}", f"CC=ccache {cross}gcc", "HOSTCC=ccache gcc"]
     log(f"[{label}] building (log: {os.path.relpath(logpath, TOP)})")

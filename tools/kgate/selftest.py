@@ -21,7 +21,7 @@ import textwrap
 import time
 
 from . import kernel
-from .common import BUILD, TOP, KgateError, atomic_write, log, need_tools, read_text
+from .common import BUILD, TOP, KgateError, atomic_write, clean_env, log, need_tools, read_text
 
 NET = "tools/testing/selftests/net"
 PATCH_NAME = "0001-selftests-net-add-tcp-backlog-coalescing-test.patch"
@@ -263,23 +263,12 @@ def write_patch(out=None, source=None):
 
 # --- the check -----------------------------------------------------------
 
-def _clean_env():
-    """The environment for the kernel's make: no variables or flags of a
-    make that called kgate (make selftest-check)."""
-    env = dict(os.environ)
-    for var in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "CFLAGS", "LDFLAGS",
-                "LDLIBS", "OUTPUT", "ARCH", "CROSS_COMPILE", "O", "KBUILD_OUTPUT"):
-        env.pop(var, None)
-    env["LC_ALL"] = "C"
-    return env
-
-
 def _step(logf, label, cmd, cwd=None, timeout=600, stdin=None):
     """Run cmd with its output in logf; return (exit status, output)."""
     logf.write(f"$ {' '.join(cmd)}\n")
     logf.flush()
     try:
-        proc = subprocess.run(cmd, cwd=cwd, env=_clean_env(), stdin=stdin, timeout=timeout,
+        proc = subprocess.run(cmd, cwd=cwd, env=clean_env(), stdin=stdin, timeout=timeout,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               errors="replace")
     except subprocess.TimeoutExpired as e:
