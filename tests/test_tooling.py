@@ -768,6 +768,24 @@ def test_candidate_judged_like_fixed():
     assert render.has_bench("candidate")
 
 
+def test_the_html_report_shows_each_kernels_first_splat_whole():
+    from kgate import reports
+    splat = ["BUG: KASAN: use-after-free in tcp_add_backlog+0x1/0x2",
+             "Read of size 4 at addr ffff8880 by task <idle>/0"] + [f"line {i}" for i in range(40)]
+    log_cases = cases(**{"kernel-log": "fail"})
+    for c in log_cases:
+        if c["case"] == "kernel-log":
+            c["splat"] = splat
+    jobs = [{"target": "x86_64", "variant": "fixed-debug", "verdict": results.REGRESSION,
+             "reason": "failed: kernel-log", "cases": log_cases},
+            {"target": "x86_64", "variant": "fixed", "verdict": results.PASS, "cases": cases()}]
+    page = reports.html({"run": "r", "verdict": "regression", "jobs": jobs})
+    assert page.count('<pre class="splat"') == 1
+    assert 'data-job="x86_64/fixed-debug">BUG: KASAN: use-after-free in tcp_add_backlog' in page
+    assert "line 39</pre>" in page and "&lt;idle&gt;" in page
+    assert "Kernel log" not in reports.html({"run": "r", "verdict": "pass", "jobs": jobs[1:]})
+
+
 def test_html_report_in_headless_chromium(tmp_path):
     """The page renders in a real browser and its matrix holds the right
     cells (read back from the DOM chromium built)."""

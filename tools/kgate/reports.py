@@ -145,6 +145,15 @@ def html(doc, plot_svg=None, figures_text=None):
             row.append(f'<td class="{cls}" data-job="{e(j["target"])}/{e(j["variant"])}">{e(text)}</td>')
         out.append(f'<tr data-case="{e(case)}">' + "".join(row) + "</tr>")
     out.append("</table>")
+    splats = [(j, c["splat"]) for j in jobs for c in j.get("cases", []) if c.get("splat")]
+    if splats:
+        # Each kernel's first failure report, whole (KASAN's with its
+        # allocation and free stacks).
+        out.append('<h2>Kernel log</h2>')
+        for j, splat in splats:
+            where = f"{j['target']}/{j['variant']}"
+            out.append(f"<h3>{e(where)}: first splat</h3>")
+            out.append(f'<pre class="splat" data-job="{e(where)}">{e(chr(10).join(splat))}</pre>')
     if figures_text:
         out.append("<h2>Throughput and backlog drain</h2>")
         if plot_svg:
