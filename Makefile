@@ -10,6 +10,11 @@ PARALLEL ?= 2
 # 'make run' and 'make submit': run each job this many times (runs that
 # disagree make it flaky, exit 6).
 REPEAT ?= 1
+# 'make run', 'make soak' and 'make submit' with DEBUG=1: also the debug
+# kernel (KASAN, lockdep, ...) of the kernel under test, where the
+# target has one.
+DEBUG ?=
+DEBUG_FLAG := $(if $(filter-out 0,$(DEBUG)),--debug)
 # The LAVA lab: lavacli identity, the URL its workers fetch artifacts
 # from (what 'make serve' serves), and the lab's device type.
 LAB      ?= default
@@ -37,6 +42,8 @@ help:
 	@echo "make run         build what is missing, run fixed + known-bad jobs with lava-run,"
 	@echo "                 print the matrix (ARCH=x86_64 for one target; exit 0 = gate passed;"
 	@echo "                 REPEAT=3 runs each job 3 times: runs that disagree are flaky, exit 6)"
+	@echo "                 DEBUG=1 also runs the debug kernel (KASAN, lockdep, ...) of the fixed"
+	@echo "                 one, on x86_64 and arm64 (the targets that have one)"
 	@echo "make matrix      print the matrix of the latest run"
 	@echo "make baseline    save the latest run as the baseline (RUN= another run folder)"
 	@echo "make compare     compare the latest run (NEW=) with the baseline (BASE=); exit 1 if worse"
@@ -83,7 +90,7 @@ jobs:
 	$(KGATE) jobs $(or $(ARCH),x86_64)
 
 run:
-	$(KGATE) run --parallel $(PARALLEL) --repeat $(REPEAT) $(ARCH)
+	$(KGATE) run --parallel $(PARALLEL) --repeat $(REPEAT) $(DEBUG_FLAG) $(ARCH)
 
 matrix:
 	@$(KGATE) matrix
@@ -95,7 +102,7 @@ compare:
 	@$(KGATE) compare $(BASE) $(NEW)
 
 soak:
-	$(KGATE) soak --parallel $(PARALLEL) $(or $(N),3) $(ARCH)
+	$(KGATE) soak --parallel $(PARALLEL) $(DEBUG_FLAG) $(or $(N),3) $(ARCH)
 
 mutants:
 	$(KGATE) mutants --parallel $(PARALLEL) $(foreach m,$(MUTANT),--mutant $(m)) $(ARCH)
@@ -113,7 +120,7 @@ serve:
 
 submit:
 	@test -n "$(BASE_URL)" || { echo "make submit: set BASE_URL= (where the lab fetches build/serve)"; exit 2; }
-	$(KGATE) submit -i $(LAB) --base-url $(BASE_URL) --device-type $(DEVICE_TYPE) --repeat $(REPEAT) $(ARCH)
+	$(KGATE) submit -i $(LAB) --base-url $(BASE_URL) --device-type $(DEVICE_TYPE) --repeat $(REPEAT) $(DEBUG_FLAG) $(ARCH)
 
 collect:
 	$(KGATE) collect -i $(LAB)

@@ -756,6 +756,75 @@ def test_candidate_patches_go_on_top_of_the_fixed_series(tmp_path, monkeypatch):
         kernel.variant_patches("candidate")
 
 
+def test_debug_variants_follow_their_kernel_under_test(monkeypatch):
+    from kgate import run as runner
+    assert common.with_debug(["fixed", "known-bad"]) == ["fixed", "fixed-debug", "known-bad"]
+    assert common.with_debug(["candidate", "known-bad"]) == \
+        ["candidate", "candidate-debug", "known-bad"]
+    assert [common.base_variant(v) for v in common.DEBUG_VARIANTS] == ["fixed", "candidate"]
+    assert kernel.variant_patches("fixed-debug") == kernel.variant_patches("fixed")
+    x86 = common.target("x86_64")
+    plain, debug = kernel.fragments(x86), kernel.fragments(x86, "fixed-debug")
+    assert debug[:len(plain)] == plain and len(debug) == len(plain) + 2
+    if os.path.exists(kernel.SOURCE_TARBALL):
+        assert kernel.tree_key("fixed-debug") == kernel.tree_key("fixed")
+        assert kernel.cache_key(x86, "fixed-debug") != kernel.cache_key(x86, "fixed")
+    monkeypatch.setattr(kernel, "has_debug", lambda t: t == "x86_64")
+    with pytest.raises(common.KgateError):
+        kernel.fragments(common.target("arm"), "fixed-debug")
+    assert runner.target_variants("arm", ["fixed", "fixed-debug"]) == ["fixed"]
+    assert runner.target_variants("x86_64", ["fixed", "fixed-debug"]) == ["fixed", "fixed-debug"]
+
+
+def test_a_debug_job_has_longer_timeouts():
+    tgt = common.target("x86_64")
+    plain = render.validate_job(render.render_job(tgt, "fixed", ART["kernel"], ART["rootfs"]))
+    debug = render.validate_job(render.render_job(tgt, "fixed-debug", ART["kernel"],
+                                                  ART["rootfs"]))
+    factor = render.DEBUG_TIMEOUT_FACTOR
+    assert debug["timeouts"]["job"]["minutes"] == plain["timeouts"]["job"]["minutes"] * factor
+    assert debug["metadata"]["kgate.variant"] == "fixed-debug"
+    lab = render.validate_job(render.render_job(tgt, "fixed-debug", ART["kernel"], ART["rootfs"],
+                                                timeouts={"job": 99}))
+    assert lab["timeouts"]["job"] == {"minutes": 99}
+    assert lab["timeouts"]["action"] == debug["timeouts"]["action"]
+
+
+def test_builds_never_see_the_calling_makes_variables(monkeypatch):
+    # 'make run ARCH="x86_64 arm64"' exports ARCH and MAKEFLAGS; busybox's
+    # Makefile took them for its own and failed to configure.
+    monkeypatch.setenv("ARCH", "x86_64 arm64")
+    monkeypatch.setenv("MAKEFLAGS", " -- ARCH=x86_64\\ arm64")
+    env = kernel.make_env()
+    assert "ARCH" not in env and "MAKEFLAGS" not in env and env["LC_ALL"] == "C"
+    assert common.clean_env(X="1")["X"] == "1"
+
+
+def test_debug_from_the_command_line(tmp_path, monkeypatch):
+    from kgate import run as runner
+    monkeypatch.setattr(kernel, "_candidate", {"patches": None, "source": None})
+    monkeypatch.setattr(runner, "candidate_images", {})
+    assert _setup(["--debug", "x86_64"]) == (["x86_64"], ["fixed", "fixed-debug", "known-bad"])
+    (tmp_path / "a.patch").write_text("a")
+    assert _setup(["--debug", "--patches", str(tmp_path)])[1] == \
+        ["candidate", "candidate-debug", "known-bad"]
+    img = tmp_path / "bzImage"
+    img.write_bytes(b"x")
+    for bad in (["--debug", "--image", f"x86_64={img}"], ["--variant", "candidate-debug"]):
+        with pytest.raises(common.KgateError):
+            _setup(bad)
+
+
+def test_debug_kernels_are_judged_like_their_plain_twins():
+    for v in common.DEBUG_VARIANTS:
+        assert results.job_verdict(v, "complete", cases(**{"kernel-log": "fail"}))[0] == \
+            results.REGRESSION
+    jobs = [{"target": "x86_64", "variant": "fixed", "verdict": results.PASS},
+            {"target": "x86_64", "variant": "fixed-debug", "verdict": results.REGRESSION}]
+    verdict, code, summary = results.run_verdict(jobs)
+    assert verdict == results.REGRESSION and "fixed-debug kernel passed on 0/1" in summary
+
+
 def test_candidate_judged_like_fixed():
     assert results.job_verdict("candidate", "complete", cases(ipv4_data_fin="fail"))[0] == \
         results.REGRESSION

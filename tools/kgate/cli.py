@@ -5,9 +5,9 @@ import os
 from . import bench, bisect, compare, figures, kernel, lab, mutants, render, results, rootfs, soak
 from . import run as runner
 from . import selftest
-from .common import (ALL_VARIANTS, CANDIDATE, TOP, VARIANTS, CandidateError, InfraError,
-                     KgateError, load_targets, log,
-                     target)
+from .common import (ALL_VARIANTS, CANDIDATE, DEBUG_SUFFIX, DEBUG_VARIANTS, TOP, VARIANTS,
+                     CandidateError, InfraError, KgateError, base_variant, load_targets, log,
+                     target, with_debug)
 
 
 def cmd_list(args):
@@ -98,9 +98,14 @@ def candidate_setup(args):
     runner.candidate_images.clear()
     runner.candidate_images.update(images)
     has_candidate = bool(images or args.patches or args.source)
-    if args.variant and CANDIDATE in args.variant and not has_candidate:
-        raise KgateError("--variant candidate needs --patches DIR, --source DIR or --image T=PATH")
     variants = args.variant or ([CANDIDATE, "known-bad"] if has_candidate else list(VARIANTS))
+    if args.debug:
+        variants = with_debug(variants)
+    if images and CANDIDATE + DEBUG_SUFFIX in variants:
+        raise KgateError("--image gives one plain kernel; a debug candidate is built from "
+                         "--patches or --source")
+    if any(base_variant(v) == CANDIDATE for v in variants) and not has_candidate:
+        raise KgateError(f"--variant {CANDIDATE} needs --patches DIR, --source DIR or --image T=PATH")
     names = args.target or (sorted(images, key=list(load_targets()).index) if images
                             else default_targets())
     return names, variants
@@ -129,7 +134,7 @@ def lab_overrides(args):
             "tags": args.tag or None}
     if args.job_timeout:
         # A busy lab's queue and slower workers: the whole job's limit.
-        over["timeouts"] = dict(render.DEFAULTS["timeouts"], job=args.job_timeout)
+        over["timeouts"] = {"job": args.job_timeout}
     return {k: v for k, v in over.items() if v is not None}
 
 
@@ -186,6 +191,10 @@ def add_candidate_args(s):
     g.add_argument("--image", action="append", metavar="TARGET=PATH",
                    help="a prebuilt kernel image for TARGET (repeatable); "
                    "without named targets, the targets given images")
+    s.add_argument("--debug", action="store_true",
+                   help="also run the debug kernel (KASAN, lockdep, ...: kernel/configs/"
+                   "debug.config) of the fixed or candidate kernel, on the targets that have "
+                   "one (kernel/configs/<target>.debug.config)")
 
 
 def _at_least(least):
@@ -362,8 +371,8 @@ def parser():
     s.set_defaults(func=cmd_source)
     s = sub.add_parser("kernel", help="build (or reuse) the kernels of a target")
     s.add_argument("target")
-    s.add_argument("--variant", action="append", choices=VARIANTS,
-                   help="variant to build (repeatable; default: all)")
+    s.add_argument("--variant", action="append", choices=VARIANTS + DEBUG_VARIANTS[:1],
+                   help="variant to build (repeatable; default: fixed and known-bad)")
     s.add_argument("-j", "--jobs", type=int, help="parallel make jobs (default: cores + 1)")
     s.add_argument("--force", action="store_true", help="rebuild even if the cached image matches")
     s.set_defaults(func=cmd_kernel)

@@ -15,7 +15,31 @@ VARIANTS = ("fixed", "known-bad")
 # The user's kernel under test (kgate.py run --patches/--source/--image):
 # judged like the fixed kernel, next to the known-bad control.
 CANDIDATE = "candidate"
-ALL_VARIANTS = VARIANTS + (CANDIDATE,)
+# The debug kernels (kgate.py run --debug): a kernel under test built
+# again with kernel/configs/debug.config (KASAN, lockdep, ...), judged
+# like it, its kernel-log case reading what the checkers report.
+DEBUG_SUFFIX = "-debug"
+DEBUG_VARIANTS = ("fixed" + DEBUG_SUFFIX, CANDIDATE + DEBUG_SUFFIX)
+ALL_VARIANTS = VARIANTS + (CANDIDATE,) + DEBUG_VARIANTS
+
+
+def base_variant(variant):
+    """The variant whose patches a kernel has: fixed-debug -> fixed."""
+    return variant[:-len(DEBUG_SUFFIX)] if variant in DEBUG_VARIANTS else variant
+
+
+def is_debug(variant):
+    return variant in DEBUG_VARIANTS
+
+
+def with_debug(variants):
+    """variants, each kernel under test followed by its debug twin."""
+    out = []
+    for v in variants:
+        out.append(v)
+        if v + DEBUG_SUFFIX in DEBUG_VARIANTS and v + DEBUG_SUFFIX not in variants:
+            out.append(v + DEBUG_SUFFIX)
+    return out
 
 
 class KgateError(Exception):

@@ -6,6 +6,8 @@ Layout under build/:
   src/<variant>/o-<target>/  out-of-tree build directory (a direct child
                              of the source tree, so kbuild uses relative
                              paths and ccache hits across variants)
+  src/<variant>/o-<target>-debug/  the same for the variant's debug kernel
+                             (fixed-debug shares fixed's tree)
   kernels/<target>/<variant>/ image, config and the cache key
 """
 import hashlib
@@ -16,8 +18,8 @@ import subprocess
 import time
 
 from .common import (BUILD, CANDIDATE, TOP, CandidateError, InfraError, KgateError, atomic_copy,
-                     atomic_write,
-                     check_variant, log, need_tools, read_text, run_logged, target, tool_version)
+                     atomic_write, base_variant, check_variant, clean_env, is_debug, log,
+                     need_tools, read_text, run_logged, target, tool_version)
 
 SOURCE_TARBALL = os.environ.get("KGATE_KERNEL_TARBALL", "/usr/src/linux-source-6.1.tar.xz")
 KERNEL_DIR = os.path.join(TOP, "kernel")
@@ -92,6 +94,7 @@ def candidate_patches():
 
 def variant_patches(variant):
     check_variant(variant)
+    variant = base_variant(variant)
     if variant == CANDIDATE:
         if _candidate["source"]:
             return []  # the user's tree, as it is
@@ -120,9 +123,24 @@ def _tree_fingerprint(root):
     return h.hexdigest()
 
 
-def fragments(tgt):
+def debug_fragment(tgt_name):
+    """A target's own debug lines (KASAN where the arch has it under
+    TCG); a target without this file has no debug kernel."""
+    return os.path.join(KERNEL_DIR, "configs", f"{tgt_name}.debug.config")
+
+
+def has_debug(tgt_name):
+    return os.path.isfile(debug_fragment(tgt_name))
+
+
+def fragments(tgt, variant="fixed"):
     paths = [os.path.join(KERNEL_DIR, "configs", "base.config"),
              os.path.join(KERNEL_DIR, "configs", f"{tgt['name']}.config")]
+    if is_debug(variant):
+        if not has_debug(tgt["name"]):
+            raise KgateError(f"{tgt['name']} has no debug kernel: no "
+                             f"{os.path.relpath(debug_fragment(tgt['name']), TOP)}")
+        paths += [os.path.join(KERNEL_DIR, "configs", "debug.config"), debug_fragment(tgt["name"])]
     for p in paths:
         if not os.path.isfile(p):
             raise KgateError(f"missing config fragment {p}")
@@ -143,6 +161,7 @@ def source_id():
 
 
 def tree_key(variant):
+    variant = base_variant(variant)
     h = hashlib.sha256()
     if variant == CANDIDATE and _candidate["source"]:
         h.update(f"source {_candidate['source']} {_tree_fingerprint(_candidate['source'])}".encode())
@@ -156,7 +175,7 @@ def cache_key(tgt, variant):
     h = hashlib.sha256()
     h.update(f"recipe {BUILD_RECIPE}\n".encode())
     h.update(tree_key(variant).encode())
-    _hash_files(h, fragments(tgt))
+    _hash_files(h, fragments(tgt, variant))
     h.update(tool_version(tgt["cross_compile"] + "gcc").encode())
     h.update(tgt["name"].encode())
     return h.hexdigest()
@@ -271,7 +290,9 @@ def prepare_tree(variant):
     When the variant's patches change, an existing tree is updated in
     place, file by file, and keeps its object folders: only what the old
     and new patches touch is rebuilt (a mutant after another one
-    recompiles one file, not the kernel)."""
+    recompiles one file, not the kernel). A debug variant has the tree
+    of its plain one."""
+    variant = base_variant(variant)
     if variant == CANDIDATE and _candidate["source"]:
         return _candidate["source"]
     key = tree_key(variant)
@@ -352,7 +373,7 @@ def verify_config(config_text, fragment_paths):
 
 
 def make_env():
-    env = dict(os.environ)
+    env = clean_env()
     env.setdefault("CCACHE_DIR", os.path.join(BUILD, "ccache"))
     env.setdefault("CCACHE_MAXSIZE", "5G")
     env["CCACHE_NOHASHDIR"] = "1"
@@ -361,7 +382,6 @@ def make_env():
     env["KBUILD_BUILD_USER"] = "kgate"
     env["KBUILD_BUILD_HOST"] = "kgate"
     env["KBUILD_BUILD_VERSION"] = "1"
-    env["LC_ALL"] = "C"
     return env
 
 
@@ -379,25 +399,26 @@ def build(tgt_name, variant, jobs=None, force=False):
 
     start = time.monotonic()
     src = prepare_tree(variant)
-    if variant == CANDIDATE and _candidate["source"]:
+    plain = base_variant(variant)
+    objname = f"o-{tgt_name}" + ("-debug" if is_debug(variant) else "")
+    if plain == CANDIDATE and _candidate["source"]:
         # Nothing is written into the user's tree: objects go to build/.
-        obj = objname = os.path.join(BUILD, "obj", "candidate", f"o-{tgt_name}")
+        obj = objname = os.path.join(BUILD, "obj", "candidate", objname)
     else:
-        objname = f"o-{tgt_name}"
         obj = os.path.join(src, objname)
     os.makedirs(obj, exist_ok=True)
     jobs = jobs or (os.cpu_count() or 1) + 1
     label = f"kernel {tgt_name}/{variant}"
     # The candidate not building is the candidate's failure; the fixed
     # or known-bad kernel not building is ours.
-    failed = CandidateError if variant == CANDIDATE else InfraError
+    failed = CandidateError if plain == CANDIDATE else InfraError
     logpath = os.path.join(BUILD, "logs", f"kernel-{tgt_name}-{variant}.log")
     if os.path.exists(logpath):
         os.unlink(logpath)
     env = make_env()
     mk = ["make", f"O={objname}", f"ARCH={tgt['kernel_arch']}", f"CROSS_COMPILE={cross}",
           f"CC=ccache {cross}gcc", "HOSTCC=ccache gcc"]
-    frags = fragments(tgt)
+    frags = fragments(tgt, variant)
     log(f"[{label}] configuring (log: {os.path.relpath(logpath, TOP)})")
     run_logged(mk + ["tinyconfig"], logpath, label, cwd=src, env=env, error=failed)
     run_logged([os.path.join(src, "scripts/kconfig/merge_config.sh"), "-m", "-O", obj,

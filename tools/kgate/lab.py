@@ -65,9 +65,11 @@ def write_lab_jobs(tgt_names, variants, base_url, jobs=None, **overrides):
     out = []
     for name in tgt_names:
         tgt = target(name)
-        staged = stage(name, variants, jobs=jobs)
         for v in variants:
             check_variant(v)
+        tvariants = runner.target_variants(name, variants)
+        staged = stage(name, tvariants, jobs=jobs)
+        for v in tvariants:
             k, r = staged[v]["kernel"], staged[v]["rootfs"]
             text = render.render_job(tgt, v, {"url": base + k["path"], "sha256": k["sha256"]},
                                      {"url": base + r["path"], "sha256": r["sha256"]}, **overrides)

@@ -4,7 +4,8 @@ import os
 import jinja2
 import yaml
 
-from .common import ALL_VARIANTS, TOP, KgateError, atomic_write, check_variant, target
+from .common import (ALL_VARIANTS, TOP, KgateError, atomic_write, check_variant, is_debug,
+                     target)
 
 TEMPLATES = os.path.join(TOP, "templates")
 JOBS = os.environ.get("KGATE_JOBS", os.path.join(TOP, "jobs"))
@@ -23,6 +24,10 @@ DEFAULTS = {
 }
 # The benchmark measures kernels meant to ship, not the known-bad control.
 NO_BENCH_VARIANTS = ("known-bad",)
+# A debug kernel (KASAN, lockdep, SLUB poisoning) runs the same steps
+# about 2-3 times slower under TCG (x86_64: 111 s against 25-50 s for
+# the job): its timeouts are this many times the plain ones.
+DEBUG_TIMEOUT_FACTOR = 3
 
 
 def has_bench(variant, bench=True):
@@ -57,9 +62,18 @@ def kernel_cmdline(tgt):
     return f"console={tgt['console']} rdinit=/init rcupdate.rcu_cpu_stall_timeout=60"
 
 
+def timeouts(variant):
+    """The job's timeouts in minutes: the defaults, longer for a debug
+    kernel."""
+    factor = DEBUG_TIMEOUT_FACTOR if is_debug(variant) else 1
+    return {k: v * factor for k, v in DEFAULTS["timeouts"].items()}
+
+
 def job_values(tgt, variant, kernel, rootfs, bench=True, **overrides):
-    vals = dict(DEFAULTS)
-    vals.update({k: v for k, v in overrides.items() if v is not None})
+    vals = dict(DEFAULTS, timeouts=timeouts(variant))
+    vals.update({k: v for k, v in overrides.items() if v is not None and k != "timeouts"})
+    # Overridden timeouts replace only the ones they name.
+    vals["timeouts"].update(overrides.get("timeouts") or {})
     if not bench or variant in NO_BENCH_VARIANTS:
         vals["bench_args"] = None
     vals.update({

@@ -4,7 +4,7 @@ import os
 import re
 import statistics
 
-from .common import atomic_write, format_table
+from .common import DEBUG_VARIANTS, atomic_write, format_table
 from .lavalog import KERNEL_LOG_CASE
 
 # What the guest reports for each job: tests/backlog_coalesce --list,
@@ -284,7 +284,7 @@ def run_verdict(jobs):
         if _severity(j["verdict"]) > _severity(worst):
             worst = PASS if j["verdict"] == CAUGHT else j["verdict"]
     parts = []
-    for name in ("fixed", "candidate"):
+    for name in ("fixed", "candidate") + DEBUG_VARIANTS:
         under = [j for j in jobs if j["variant"] == name]
         if under:
             parts.append(f"{name} kernel passed on {sum(j['verdict'] == PASS for j in under)}/"

@@ -11,8 +11,8 @@ import threading
 import time
 
 from . import figures, kernel, lavalog, render, reports, results, rootfs
-from .common import (BUILD, CANDIDATE, TOP, VARIANTS, KgateError, atomic_copy, atomic_write,
-                     check_variant, log, need_tools, sha256_file, target)
+from .common import (BUILD, CANDIDATE, TOP, VARIANTS, KgateError, atomic_copy,
+                     atomic_write, base_variant, check_variant, is_debug, log, need_tools, sha256_file, target)
 
 RUNS = os.path.join(BUILD, "runs")
 DISPATCHER = os.path.join(TOP, "templates", "dispatcher.yaml")
@@ -66,6 +66,18 @@ def candidate_image(tgt_name):
     atomic_write(os.path.join(kernel.out_dir(tgt_name, CANDIDATE), "key"), f"prebuilt {src}\n")
     log(f"[kernel {tgt_name}/{CANDIDATE}] prebuilt image {src}")
     return dst
+
+
+def target_variants(tgt_name, variants):
+    """The variants a target runs: the debug ones only where the target
+    has a debug kernel (kernel/configs/<target>.debug.config); the
+    others are named on stderr."""
+    out = [v for v in variants if not is_debug(v) or kernel.has_debug(tgt_name)]
+    if len(out) < len(variants):
+        log(f"kgate: {tgt_name} has no debug kernel "
+            f"({os.path.relpath(kernel.debug_fragment(tgt_name), TOP)}): "
+            f"no {', '.join(v for v in variants if v not in out)} job")
+    return out
 
 
 def artifacts(tgt_name, variants, jobs=None):
@@ -213,15 +225,20 @@ def run(target_names, variants=VARIANTS, parallel=1, jobs=None, job_timeout=900,
         raise KgateError(f"--repeat wants 1 or more, not {repeat}")
     for v in variants:
         check_variant(v)
-    tgts = [target(t) for t in target_names]
+    plan = [(target(t)["name"], target_variants(t, variants)) for t in target_names]
+    plan = [(name, vs) for name, vs in plan if vs]
+    if not plan:
+        raise KgateError(f"no job to run: none of {', '.join(target_names)} has a "
+                         f"{' or '.join(variants)} kernel")
     check_runnable()
     with RunLock():
         started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         todo = []
-        for tgt in tgts:
-            arts = artifacts(tgt["name"], variants, jobs=jobs)
+        for name, tvariants in plan:
+            tgt = target(name)
+            arts = artifacts(tgt["name"], tvariants, jobs=jobs)
             paths = render.write_local(tgt["name"], arts, bench=bench)
-            for v in variants:
+            for v in tvariants:
                 todo.append((tgt["name"], v, paths[v], render.device_path(tgt["name"]), arts[v]))
         run_dir = new_run_dir()
         log(f"[run] {len(todo)} jobs" + (f", each {repeat} times" if repeat > 1 else "") +
@@ -235,7 +252,8 @@ def run(target_names, variants=VARIANTS, parallel=1, jobs=None, job_timeout=900,
             shutil.copy(job_path, os.path.join(outdir, "job.yaml"))
             log(f"[run] start  {name}/{v}" + (f" (run {r + 1} of {repeat})" if repeat > 1 else "")
                 + (f" (retry {n} after infrastructure)" if n else ""))
-            parsed, secs = run_job(job_path, dev, outdir, job_timeout)
+            parsed, secs = run_job(job_path, dev, outdir,
+                                   job_timeout * (render.DEBUG_TIMEOUT_FACTOR if is_debug(v) else 1))
             verdict, reason = results.job_verdict(v, parsed["health"], parsed["cases"],
                                                   bench=render.has_bench(v, bench),
                                                   errors=parsed["errors"])
@@ -287,7 +305,7 @@ def run(target_names, variants=VARIANTS, parallel=1, jobs=None, job_timeout=900,
         doc = results.write_json(os.path.join(run_dir, "results.json"), os.path.basename(run_dir),
                                  started, finished, done,
                                  candidate=kernel.describe_candidate()
-                                 if CANDIDATE in variants else None)
+                                 if CANDIDATE in map(base_variant, variants) else None)
         write_reports(run_dir, doc)
         if latest:
             point_latest(run_dir)
