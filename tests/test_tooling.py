@@ -1266,6 +1266,20 @@ def test_notices_and_user_crashes_are_no_splat(line):
     assert lavalog._splat([line]) == []
 
 
+def test_a_wrapped_log_buffer_shows_the_first_whole_splat():
+    # A warning storm overwrote the boot and the first report's head:
+    # the dump starts in a stack dump; the next whole report is shown.
+    cut_head = ["[   30.1] CPU: 1 PID: 7 Comm: x Tainted: G        W", "[   30.1] Call Trace:",
+                "[   30.1] ---[ end trace 0000000000000000 ]---"]
+    klog = lavalog.kernel_log_case([], cut_head + WARN, True)
+    assert klog["result"] == "fail" and klog["splat"] == WARN[:5]
+    # only a headless one: it is still a failure, shown as it is
+    assert lavalog.kernel_log_case([], cut_head, True)["splat"] == cut_head
+    # a dump that starts at boot is taken as it is
+    boot = ["[    0.000000] Linux version 6.1"] + cut_head[1:] + WARN
+    assert lavalog.kernel_log_case([], boot, True)["splat"] == cut_head[1:]
+
+
 def test_no_kernel_log_case_before_the_tests_ran_or_without_the_whole_dump():
     assert lavalog.parse(_entries(*WARN, results_first=False))["cases"] == []
     cut = _entries("kgate-kernel-log: begin", "kgate-dmesg: [    0.1] fine")

@@ -87,6 +87,28 @@ def _splat(lines):
     return []
 
 
+# The dump's first line when the log buffer still holds the boot.
+_BOOT_LINE = re.compile(r"^\[\s*0\.0+\]")
+# Stack dump lines: the middle of a report, not its start.
+_STACK_ONLY = re.compile(r"Call [Tt]race:|CPU: \d+ PID: \d+ Comm: ")
+
+
+def _first_whole_splat(dumped):
+    """The dump's first splat. When the kernel's log buffer wrapped (a
+    storm of warnings: the dump no longer starts at boot), its oldest
+    report lost its head: the first one that begins with its own header
+    is shown instead, if there is one."""
+    if dumped and not _BOOT_LINE.match(dumped[0]):
+        for i, line in enumerate(dumped):
+            if _REPORT_START.search(line) or (SPLAT.search(line) and
+                                              not _STACK_ONLY.search(line)):
+                whole = _splat(dumped[i:])
+                if whole:
+                    return whole
+                break
+    return _splat(dumped)
+
+
 def kernel_log_case(console, dumped, tests_ran):
     """The kernel-log case from the console's kernel lines and the
     dmesg dump (None when it never ended): fail with the first splat,
@@ -95,7 +117,7 @@ def kernel_log_case(console, dumped, tests_ran):
     boot, not by this case."""
     if not tests_ran:
         return None
-    splat = _splat(dumped or []) or _splat(console)
+    splat = _first_whole_splat(dumped or []) or _splat(console)
     if splat:
         return {"definition": KERNEL_LOG_DEFINITION, "case": KERNEL_LOG_CASE, "result": "fail",
                 "splat": splat}
