@@ -12,6 +12,9 @@
 #  8. the x86_64 jobs on a real LAVA server and worker (tools/lab-local.sh),
 #     submitted and collected with lavacli: same verdicts as step 6
 #  9. bisect: tests/bisect/culprit-7 (12 patches) on x86_64 names patch 7
+# 10. debug kernel: x86_64's fixed kernel and its debug twin (KASAN,
+#     lockdep, ...) pass with clean logs; mutants 23 (a WARN_ON, plain
+#     kernel) and 24 (a use-after-free, debug kernel) are caught
 set -u
 cd "$(dirname "$0")/.."
 PY=/usr/bin/python3
@@ -122,6 +125,12 @@ bisect_demo() {
 		grep -q '^First failing patch (7/12): tests/bisect/culprit-7/0007-' build/bisect-demo.txt
 }
 step bisect-demo bisect_demo
+
+debug_kernel() {
+	$PY tools/kgate.py run --parallel 2 --debug --variant fixed x86_64 || return 1
+	$PY tools/kgate.py mutants --mutant 23 --mutant 24 x86_64
+}
+step debug-kernel debug_kernel
 
 [ "$fail" = 0 ] || echo "check: failed:$failed"
 echo "check: $pass passed, $fail failed"

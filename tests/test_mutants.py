@@ -102,8 +102,21 @@ def test_mutants_are_all_different(fixed_tree, tmp_path):
 def test_parse_patch():
     text = ("Subject: [PATCH] x\n\nKgate-expect: a b\nKgate-expect: c\nKgate-inconclusive: allowed\n"
             "---\n x | 1 +\n\ndiff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+Kgate-expect: z\n")
-    assert mutants.parse_patch(text) == (["a", "b", "c"], True, ["x"])
-    assert mutants.parse_patch("msg\n---\n+++ b/y\n") == ([], False, ["y"])
+    assert mutants.parse_patch(text) == (["a", "b", "c"], True, ["x"], False)
+    assert mutants.parse_patch("msg\n---\n+++ b/y\n") == ([], False, ["y"], False)
+    assert mutants.parse_patch("m\n\nKgate-kernel: debug\n---\n+++ b/y\n")[3] is True
+
+
+def test_a_debug_mutant_is_judged_by_its_debug_kernel():
+    m = {"name": "24-x", "path": "/x/24-x.patch", "expect": ["kernel-log"],
+         "inconclusive_allowed": False, "debug": True}
+    doc = {"jobs": [{"target": "x86_64", "variant": "candidate", "verdict": "pass"},
+                    {"target": "x86_64", "variant": "candidate-debug", "verdict": "regression",
+                     "cases": [{"case": "kernel-log", "result": "fail"}]}]}
+    e = mutants.judge(m, ["x86_64"], doc, None, 1.0)
+    assert e["variant"] == "candidate-debug" and e["outcome"] == mutants.CAUGHT
+    plain = mutants.judge(dict(m, debug=False), ["x86_64"], doc, None, 1.0)
+    assert plain["outcome"] == mutants.PASSED
 
 
 def test_select():
@@ -189,7 +202,10 @@ def test_every_mutant_caught(fake):
     # One run per mutant: candidate only (no known-bad control), no
     # benchmark, build/runs/latest left alone, x86_64 by default.
     assert [c["mutant"] for c in f.calls] == [m["name"] for m in MUTANTS]
-    assert all(c["variants"] == [common.CANDIDATE] and c["bench"] is False and
+    # A mutant only KASAN can see runs as the debug candidate.
+    assert all(c["variants"] == [mutants.variant(m)] for c, m in zip(f.calls, MUTANTS))
+    assert [m["name"] for m in MUTANTS if m["debug"]] == ["24-free-before-read"]
+    assert all(c["bench"] is False and
                c["latest"] is False and c["targets"] == ["x86_64"] for c in f.calls)
     doc = json.loads(open(os.path.join(out_dir, "mutants.json")).read())
     assert doc["exit_code"] == 0 and doc["targets"] == ["x86_64"] and doc["seconds"] is not None

@@ -8,7 +8,10 @@ A mutant's message names the cases that must catch it
 ('Kgate-expect: backlog.ipv4.data_csum backlog.ipv6.data_csum') and
 whether inconclusive cases are all it may produce ('Kgate-inconclusive:
 allowed', for the mutants that hide or stop merging: those only take
-away the tests' evidence that they exercised the merging path).
+away the tests' evidence that they exercised the merging path). A
+mutant only a debug kernel can see ('Kgate-kernel: debug', a
+use-after-free for KASAN) runs as the debug candidate, on the targets
+that have a debug kernel.
 """
 import datetime
 import json
@@ -19,8 +22,8 @@ import time
 from . import kernel, results
 from . import run as runner
 from .run import preflight
-from .common import (BUILD, CANDIDATE, TOP, KgateError, atomic_copy, atomic_write, format_table,
-                     log)
+from .common import (BUILD, CANDIDATE, DEBUG_SUFFIX, TOP, KgateError, atomic_copy, atomic_write,
+                     format_table, log)
 
 KIND = "mutants"  # kernel/mutants/series
 OUT = os.path.join(BUILD, "mutants")
@@ -42,18 +45,20 @@ VERDICTS = [results.REGRESSION, results.ERROR, results.INCONCLUSIVE, results.INF
 
 
 def parse_patch(text):
-    """Return (expected cases, inconclusive allowed, files touched) of a
-    mutant patch: the Kgate- lines of its message and its diff's files."""
+    """Return (expected cases, inconclusive allowed, files touched, debug)
+    of a mutant patch: the Kgate- lines of its message and its diff's
+    files."""
     message = text.split("\n---\n", 1)[0]
     expect = []
     for m in re.finditer(r"^Kgate-expect:[ \t]*(.*)$", message, re.M):
         expect += m.group(1).split()
     allowed = bool(re.search(r"^Kgate-inconclusive:[ \t]*allowed[ \t]*$", message, re.M))
+    debug = bool(re.search(r"^Kgate-kernel:[ \t]*debug[ \t]*$", message, re.M))
     files = []
     for m in re.finditer(r"^\+\+\+ (?:b/)?(\S+)", text, re.M):
         if m.group(1) not in files:
             files.append(m.group(1))
-    return expect, allowed, files
+    return expect, allowed, files, debug
 
 
 def load():
@@ -61,11 +66,11 @@ def load():
     out = []
     for path in kernel.series(KIND):
         with open(path, encoding="utf-8") as f:
-            expect, allowed, files = parse_patch(f.read())
+            expect, allowed, files, debug = parse_patch(f.read())
         name = os.path.basename(path)
         out.append({"name": name[:-len(".patch")] if name.endswith(".patch") else name,
                     "path": path, "expect": expect, "inconclusive_allowed": allowed,
-                    "files": files})
+                    "files": files, "debug": debug})
     return out
 
 
@@ -115,10 +120,16 @@ def job_entry(mutant, job):
     }
 
 
+def variant(mutant):
+    """The kernel a mutant is built as: the candidate, or its debug twin."""
+    return CANDIDATE + DEBUG_SUFFIX if mutant.get("debug") else CANDIDATE
+
+
 def judge(mutant, target_names, doc, run_dir, seconds, error=None):
     """A mutant's result from its run's results document (or from the
     error that stopped the run)."""
-    found = {j["target"]: j for j in (doc or {}).get("jobs", []) if j["variant"] == CANDIDATE}
+    found = {j["target"]: j for j in (doc or {}).get("jobs", [])
+             if j["variant"] == variant(mutant)}
     jobs = []
     for name in target_names:
         job = found.get(name) or {
@@ -133,6 +144,7 @@ def judge(mutant, target_names, doc, run_dir, seconds, error=None):
     return {
         "mutant": mutant["name"],
         "patch": os.path.relpath(mutant["path"], TOP),
+        "variant": variant(mutant),
         "verdict": verdict,
         "outcome": max((j["outcome"] for j in jobs), key=OUTCOMES.index),
         "failed": union[0], "inconclusive": union[1],
@@ -171,7 +183,9 @@ def report(entries, total_seconds, targets):
     rows, notes = [], []
     for e in entries:
         for i, j in enumerate(e["jobs"]):
-            rows.append([e["mutant"] if i == 0 else "", j["target"], j["verdict"],
+            name = e["mutant"] + (" (debug kernel)" if e.get("variant", CANDIDATE) != CANDIDATE
+                                  else "")
+            rows.append([name if i == 0 else "", j["target"], j["verdict"],
                          LABELS[j["outcome"]], duration(e["seconds"]) if i == 0 else "",
                          " ".join(short(c) for c in j["failed"]) or "-",
                          str(len(j["inconclusive"])) if j["inconclusive"] else "-"])
@@ -211,12 +225,15 @@ def stage(mutant, out=None):
 
 
 def run_one(mutant, target_names, parallel=2, jobs=None):
-    """Build and run one mutant as the candidate kernel; return its result."""
+    """Build and run one mutant as the candidate kernel (a debug mutant:
+    its debug kernel, on the targets that have one); return its result."""
     kernel.set_candidate(patches=stage(mutant))
     start = time.monotonic()
     doc = run_dir = error = None
+    if mutant.get("debug"):
+        target_names = [t for t in target_names if kernel.has_debug(t)] or target_names
     try:
-        doc, run_dir = runner.run(target_names, [CANDIDATE], parallel=parallel, jobs=jobs,
+        doc, run_dir = runner.run(target_names, [variant(mutant)], parallel=parallel, jobs=jobs,
                                   bench=False, latest=False)
     except KgateError as e:
         # A mutant that does not apply or build, or a run that broke:
