@@ -5,9 +5,8 @@ import os
 from . import bench, bisect, compare, figures, kernel, lab, mutants, render, results, rootfs, soak
 from . import run as runner
 from . import selftest
-from .common import (ALL_VARIANTS, CANDIDATE, DEBUG_SUFFIX, DEBUG_VARIANTS, TOP, VARIANTS,
-                     CandidateError, InfraError, KgateError, base_variant, load_targets, log,
-                     target, with_debug)
+from .common import (ALL_VARIANTS, CANDIDATE, TOP, VARIANTS, CandidateError, InfraError,
+                     KgateError, base_variant, debug_twin, load_targets, log, target, with_debug)
 
 
 def cmd_list(args):
@@ -101,11 +100,12 @@ def candidate_setup(args):
     variants = args.variant or ([CANDIDATE, "known-bad"] if has_candidate else list(VARIANTS))
     if args.debug:
         variants = with_debug(variants)
-    if images and CANDIDATE + DEBUG_SUFFIX in variants:
+    if images and debug_twin(CANDIDATE) in variants:
         raise KgateError("--image gives one plain kernel; a debug candidate is built from "
                          "--patches or --source")
     if any(base_variant(v) == CANDIDATE for v in variants) and not has_candidate:
-        raise KgateError(f"--variant {CANDIDATE} needs --patches DIR, --source DIR or --image T=PATH")
+        raise KgateError(f"--variant {CANDIDATE} needs --patches DIR, --source DIR or "
+                         "--image T=PATH")
     names = args.target or (sorted(images, key=list(load_targets()).index) if images
                             else default_targets())
     return names, variants
@@ -371,7 +371,7 @@ def parser():
     s.set_defaults(func=cmd_source)
     s = sub.add_parser("kernel", help="build (or reuse) the kernels of a target")
     s.add_argument("target")
-    s.add_argument("--variant", action="append", choices=VARIANTS + DEBUG_VARIANTS[:1],
+    s.add_argument("--variant", action="append", choices=VARIANTS + (debug_twin("fixed"),),
                    help="variant to build (repeatable; default: fixed and known-bad)")
     s.add_argument("-j", "--jobs", type=int, help="parallel make jobs (default: cores + 1)")
     s.add_argument("--force", action="store_true", help="rebuild even if the cached image matches")

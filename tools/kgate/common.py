@@ -32,13 +32,20 @@ def is_debug(variant):
     return variant in DEBUG_VARIANTS
 
 
+def debug_twin(variant):
+    """The debug variant of a kernel under test (fixed -> fixed-debug);
+    None for the others."""
+    twin = variant + DEBUG_SUFFIX
+    return twin if twin in DEBUG_VARIANTS else None
+
+
 def with_debug(variants):
     """variants, each kernel under test followed by its debug twin."""
     out = []
     for v in variants:
         out.append(v)
-        if v + DEBUG_SUFFIX in DEBUG_VARIANTS and v + DEBUG_SUFFIX not in variants:
-            out.append(v + DEBUG_SUFFIX)
+        if debug_twin(v) and debug_twin(v) not in variants:
+            out.append(debug_twin(v))
     return out
 
 

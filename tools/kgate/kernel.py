@@ -17,9 +17,9 @@ import shutil
 import subprocess
 import time
 
-from .common import (BUILD, CANDIDATE, TOP, CandidateError, InfraError, KgateError, atomic_copy,
-                     atomic_write, base_variant, check_variant, clean_env, is_debug, log,
-                     need_tools, read_text, run_logged, target, tool_version)
+from .common import (BUILD, CANDIDATE, DEBUG_SUFFIX, TOP, CandidateError, InfraError, KgateError,
+                     atomic_copy, atomic_write, base_variant, check_variant, clean_env, is_debug,
+                     log, need_tools, read_text, run_logged, target, tool_version)
 
 SOURCE_TARBALL = os.environ.get("KGATE_KERNEL_TARBALL", "/usr/src/linux-source-6.1.tar.xz")
 KERNEL_DIR = os.path.join(TOP, "kernel")
@@ -400,7 +400,7 @@ def build(tgt_name, variant, jobs=None, force=False):
     start = time.monotonic()
     src = prepare_tree(variant)
     plain = base_variant(variant)
-    objname = f"o-{tgt_name}" + ("-debug" if is_debug(variant) else "")
+    objname = f"o-{tgt_name}" + (DEBUG_SUFFIX if is_debug(variant) else "")
     if plain == CANDIDATE and _candidate["source"]:
         # Nothing is written into the user's tree: objects go to build/.
         obj = objname = os.path.join(BUILD, "obj", "candidate", objname)

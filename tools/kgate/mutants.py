@@ -22,7 +22,7 @@ import time
 from . import kernel, results
 from . import run as runner
 from .run import preflight
-from .common import (BUILD, CANDIDATE, DEBUG_SUFFIX, TOP, KgateError, atomic_copy, atomic_write,
+from .common import (BUILD, CANDIDATE, TOP, KgateError, atomic_copy, atomic_write, debug_twin,
                      format_table, log)
 
 KIND = "mutants"  # kernel/mutants/series
@@ -122,7 +122,7 @@ def job_entry(mutant, job):
 
 def variant(mutant):
     """The kernel a mutant is built as: the candidate, or its debug twin."""
-    return CANDIDATE + DEBUG_SUFFIX if mutant.get("debug") else CANDIDATE
+    return debug_twin(CANDIDATE) if mutant.get("debug") else CANDIDATE
 
 
 def judge(mutant, target_names, doc, run_dir, seconds, error=None):

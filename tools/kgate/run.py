@@ -11,8 +11,8 @@ import threading
 import time
 
 from . import figures, kernel, lavalog, render, reports, results, rootfs
-from .common import (BUILD, CANDIDATE, TOP, VARIANTS, KgateError, atomic_copy,
-                     atomic_write, base_variant, check_variant, is_debug, log, need_tools, sha256_file, target)
+from .common import (BUILD, CANDIDATE, TOP, VARIANTS, KgateError, atomic_copy, atomic_write,
+                     base_variant, check_variant, is_debug, log, need_tools, sha256_file, target)
 
 RUNS = os.path.join(BUILD, "runs")
 DISPATCHER = os.path.join(TOP, "templates", "dispatcher.yaml")
@@ -208,7 +208,7 @@ def attempt_folder(name, variant, run, retry):
             (f".retry{retry}" if retry else ""))
 
 
-def run(target_names, variants=VARIANTS, parallel=1, jobs=None, job_timeout=900, bench=True,
+def run(target_names, variants=VARIANTS, parallel=1, jobs=None, bench=True,
         latest=True, retry_infra=1, repeat=1):
     """Run the matrix for target_names x variants; return (doc, run_dir).
 
@@ -252,8 +252,8 @@ def run(target_names, variants=VARIANTS, parallel=1, jobs=None, job_timeout=900,
             shutil.copy(job_path, os.path.join(outdir, "job.yaml"))
             log(f"[run] start  {name}/{v}" + (f" (run {r + 1} of {repeat})" if repeat > 1 else "")
                 + (f" (retry {n} after infrastructure)" if n else ""))
-            parsed, secs = run_job(job_path, dev, outdir,
-                                   job_timeout * (render.DEBUG_TIMEOUT_FACTOR if is_debug(v) else 1))
+            # lava-run is stopped when the job's own timeout has passed.
+            parsed, secs = run_job(job_path, dev, outdir, render.timeouts(v)["job"] * 60)
             verdict, reason = results.job_verdict(v, parsed["health"], parsed["cases"],
                                                   bench=render.has_bench(v, bench),
                                                   errors=parsed["errors"])
