@@ -43,7 +43,7 @@ help:
 	@echo "                 print the matrix (ARCH=x86_64 for one target; exit 0 = gate passed;"
 	@echo "                 REPEAT=3 runs each job 3 times: runs that disagree are flaky, exit 6)"
 	@echo "                 DEBUG=1 also runs the debug kernel (KASAN, lockdep, ...) of the fixed"
-	@echo "                 one, on x86_64 and arm64 (the targets that have one)"
+	@echo "                 one, on x86_64, arm64, arm and ppc (the targets that have one)"
 	@echo "make matrix      print the matrix of the latest run"
 	@echo "make baseline    save the latest run as the baseline (RUN= another run folder)"
 	@echo "make compare     compare the latest run (NEW=) with the baseline (BASE=); exit 1 if worse"
