@@ -225,8 +225,8 @@ def run(target_names, variants=VARIANTS, parallel=1, jobs=None, bench=True,
         raise KgateError(f"--repeat wants 1 or more, not {repeat}")
     for v in variants:
         check_variant(v)
-    plan = [(target(t)["name"], target_variants(t, variants)) for t in target_names]
-    plan = [(name, vs) for name, vs in plan if vs]
+    plan = [(target(t), target_variants(t, variants)) for t in target_names]
+    plan = [(tgt, vs) for tgt, vs in plan if vs]
     if not plan:
         raise KgateError(f"no job to run: none of {', '.join(target_names)} has a "
                          f"{' or '.join(variants)} kernel")
@@ -234,8 +234,7 @@ def run(target_names, variants=VARIANTS, parallel=1, jobs=None, bench=True,
     with RunLock():
         started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         todo = []
-        for name, tvariants in plan:
-            tgt = target(name)
+        for tgt, tvariants in plan:
             arts = artifacts(tgt["name"], tvariants, jobs=jobs)
             paths = render.write_local(tgt["name"], arts, bench=bench)
             for v in tvariants:
