@@ -443,11 +443,25 @@ static bool conn_ours(const struct peer_conn *c, const struct pkt_tcp *s)
 	return s->saddr == PEER_LOCAL4 && s->daddr == PEER_REMOTE4;
 }
 
+/* What the kernel's segment s on c says: ACKs move last_ack, data snd_nxt. */
+static void conn_account(struct peer_conn *c, const struct pkt_tcp *s)
+{
+	uint32_t end;
+
+	if ((s->flags & PKT_ACK) &&
+	    (!c->acked_any || (int32_t)(s->ack - c->last_ack) > 0)) {
+		c->last_ack = s->ack;
+		c->acked_any = true;
+	}
+	end = s->seq + (uint32_t)s->len + !!(s->flags & (PKT_SYN | PKT_FIN));
+	if ((int32_t)(end - c->snd_nxt) > 0)
+		c->snd_nxt = end;
+}
+
 int peer_conn_recv(struct peer_conn *c, struct pkt_tcp *s, uint8_t *buf,
 		   size_t cap, int ms)
 {
 	struct timespec dl;
-	uint32_t end;
 	ssize_t n;
 
 	deadline_in(&dl, ms);
@@ -457,16 +471,64 @@ int peer_conn_recv(struct peer_conn *c, struct pkt_tcp *s, uint8_t *buf,
 			return (int)n;
 		if (pkt_parse(buf, (size_t)n, s) || !conn_ours(c, s))
 			continue;
-		if ((s->flags & PKT_ACK) &&
-		    (!c->acked_any || (int32_t)(s->ack - c->last_ack) > 0)) {
-			c->last_ack = s->ack;
-			c->acked_any = true;
-		}
-		end = s->seq + (uint32_t)s->len + !!(s->flags & (PKT_SYN | PKT_FIN));
-		if ((int32_t)(end - c->snd_nxt) > 0)
-			c->snd_nxt = end;
+		conn_account(c, s);
 		return 1;
 	}
+}
+
+int peer_conn_barrier(struct peer_conn *c, int ms)
+{
+	/* A new one each time: a late RST of an earlier barrier never matches. */
+	static uint32_t seq = 0x5eed0000u;
+	struct pkt_tcp syn = { .flags = PKT_SYN };
+	struct peer_conn b = *c;
+	struct pkt_tcp s;
+	uint8_t buf[PEER_FRAME_MAX];
+	struct timespec dl;
+	ssize_t n;
+
+	b.lport = PEER_BARRIER_LPORT;
+	b.pport = PEER_BARRIER_PPORT;
+	syn.seq = ++seq;
+	syn.window = c->window;
+	if (peer_conn_send(&b, &syn, false))
+		return -1;
+	deadline_in(&dl, ms);
+	for (;;) {
+		n = peer_dev_read(c->dev, buf, sizeof(buf), ms_left(&dl));
+		if (n <= 0)
+			return (int)n;
+		if (pkt_parse(buf, (size_t)n, &s))
+			continue;
+		if (conn_ours(c, &s))
+			conn_account(c, &s);
+		else if (conn_ours(&b, &s) && (s.flags & PKT_RST) && (s.flags & PKT_ACK) &&
+			 s.ack == seq + 1)
+			return 1;
+	}
+}
+
+bool peer_barrier_sound(char *why, size_t cap)
+{
+	char mask[256];
+	size_t i, n;
+	FILE *f;
+
+	/* Linux 6.2+: an RPS map for every new device. */
+	f = fopen("/proc/sys/net/core/rps_default_mask", "re");
+	if (!f)
+		return true;
+	n = fread(mask, 1, sizeof(mask) - 1, f);
+	fclose(f);
+	mask[n] = 0;
+	for (i = 0; i < n; i++)
+		if (mask[i] != '0' && mask[i] != ',' && mask[i] != '\n') {
+			snprintf(why, cap,
+				 "inconclusive: net.core.rps_default_mask=%.*s gives the device an RPS map: the barrier is unsound",
+				 (int)strcspn(mask, "\n"), mask);
+			return false;
+		}
+	return true;
 }
 
 void peer_conn_drain(struct peer_conn *c, int ms)

@@ -138,6 +138,31 @@ int peer_conn_recv(struct peer_conn *c, struct pkt_tcp *s, uint8_t *buf,
 /* Read and account whatever the kernel sent within ms. */
 void peer_conn_drain(struct peer_conn *c, int ms);
 
+/*
+ * The barrier: a SYN from the peer's address to a port nobody listens
+ * on, which the kernel answers with a RST when it processes it. Where
+ * the test would wait "long enough" for what may never come, it sets a
+ * barrier and looks.
+ *
+ * Sound because tun_get_user() hands each packet written to
+ * netif_receive_skb() and the stack processes it before write()
+ * returns, in write order (no IFF_NAPI, no CONFIG_4KSTACKS, no RPS map
+ * on the device): once the RST is read, every segment written before
+ * the SYN has been processed and what the kernel sent meanwhile was
+ * read; c's segments among it are accounted as peer_conn_recv() does
+ * (an ACK the kernel delays is not among them). Under RPS or NAPI the
+ * SYN, another flow, could overtake them: peer_barrier_sound() says
+ * whether new devices get an RPS map. While c's socket is owned, the
+ * answer only says its segments reached the backlog.
+ *
+ * 1 when answered, 0 on timeout (ms), -1 with errno.
+ */
+#define PEER_BARRIER_LPORT	9	/* discard: nothing listens there */
+#define PEER_BARRIER_PPORT	39999
+int peer_conn_barrier(struct peer_conn *c, int ms);
+/* False, with why, when new devices get an RPS map (rps_default_mask). */
+bool peer_barrier_sound(char *why, size_t cap);
+
 /* The counters the tests read, from /proc/net/{netstat,snmp}. */
 enum nstat_id {
 	NS_COALESCE,		/* TcpExt TCPBacklogCoalesce */
