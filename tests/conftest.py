@@ -22,7 +22,7 @@ def scripted_jobs(tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "RUNS", str(tmp_path / "runs"))
     monkeypatch.setattr(runner, "check_runnable", lambda: None)
     art = {"kernel": {"sha256": "k"}, "rootfs": {"sha256": "r"}}
-    monkeypatch.setattr(runner, "artifacts", lambda t, vs, jobs=None: {v: art for v in vs})
+    monkeypatch.setattr(runner, "artifacts", lambda t, vs, jobs=None, cand=None: {v: art for v in vs})
     job = tmp_path / "job.yaml"
     job.write_text("job\n")
     monkeypatch.setattr(render, "write_local", lambda t, a, bench=True: {v: str(job) for v in a})

@@ -160,8 +160,9 @@ class FakeRuns:
         self.per_mutant = per_mutant
         self.calls = []
 
-    def __call__(self, target_names, variants, parallel=1, jobs=None, bench=True, latest=True):
-        patches = kernel.variant_patches(common.CANDIDATE)
+    def __call__(self, target_names, variants, parallel=1, jobs=None, bench=True, latest=True,
+                 cand=kernel.NO_CANDIDATE):
+        patches = kernel.variant_patches(common.CANDIDATE, cand)
         name = os.path.basename(patches[-1])[:-len(".patch")]
         assert patches[:-1] == kernel.series("patches")
         self.calls.append({"mutant": name, "targets": target_names, "variants": variants,
@@ -182,8 +183,6 @@ class FakeRuns:
 
 @pytest.fixture
 def fake(tmp_path, monkeypatch):
-    monkeypatch.setattr(kernel, "_candidate", {"patches": None, "source": None})
-    monkeypatch.setattr(runner, "candidate_images", {})
     monkeypatch.setattr(mutants, "OUT", str(tmp_path / "mutants"))
     monkeypatch.setattr(mutants, "preflight", lambda names: [common.target(n) for n in names])
 

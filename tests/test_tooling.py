@@ -15,7 +15,8 @@ from kgate import cli, common, figures, kernel, lavalog, render, results  # noqa
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 ART = {"kernel": {"url": "file:///k/image", "sha256": "a" * 64},
-       "rootfs": {"url": "file:///r/rootfs.cpio.gz", "sha256": "b" * 64}}
+       "rootfs": {"url": "file:///r/rootfs.cpio.gz", "sha256": "b" * 64},
+       "build": {"cached": True, "kernel": 0.0, "rootfs": 0.0}}
 
 
 def read(name):
@@ -425,7 +426,7 @@ def fake_source(tmp_path, monkeypatch):
     monkeypatch.setattr(kernel, "BUILD", str(tmp_path / "build"))
     monkeypatch.setattr(kernel, "pristine", lambda: str(pristine))
     monkeypatch.setattr(kernel, "source_id", lambda: "fake-1")
-    monkeypatch.setattr(kernel, "variant_patches", lambda v: patches["list"])
+    monkeypatch.setattr(kernel, "variant_patches", lambda v, cand=None: patches["list"])
 
     def use(*diffs):
         paths = []
@@ -465,6 +466,70 @@ def test_new_patches_update_the_tree_in_place(fake_source):
     assert os.stat(os.path.join(tree, "net", "b.c")).st_ino == b.st_ino
 
 
+def test_variants_share_one_tree_and_its_objects(fake_source, tmp_path, monkeypatch):
+    """fixed -> known-bad -> fixed rewrites only what the regression
+    patch touches: the objects of every file it leaves alone stay
+    newer than their sources, so make recompiles one file."""
+    pristine, _ = fake_source
+    fix = tmp_path / "fix.patch"
+    fix.write_text(_diff("net/a.c", "a", "a fixed"))
+    bad = tmp_path / "bad.patch"
+    bad.write_text(_diff("net/b.c", "b", "b bad"))
+    series = {"fixed": [str(fix)], "known-bad": [str(fix), str(bad)]}
+    monkeypatch.setattr(kernel, "variant_patches", lambda v, cand=None: series[v])
+    tree = kernel.prepare_tree("fixed")
+    objs = os.path.join(tree, "o-x86_64", "net")
+    os.makedirs(objs)
+    for name in ("a.o", "b.o"):
+        with open(os.path.join(objs, name), "w") as f:
+            f.write("object")
+        os.utime(os.path.join(objs, name), (2000, 2000))
+    for f in ("a.c", "b.c"):
+        os.utime(os.path.join(tree, "net", f), (1500, 1500))
+    assert kernel.prepare_tree("known-bad") == tree
+    assert open(os.path.join(tree, "net", "b.c")).read() == "b bad\n"
+    assert os.stat(os.path.join(tree, "net", "b.c")).st_mtime > 2000
+    assert os.stat(os.path.join(tree, "net", "a.c")).st_mtime == 1500, "a.c was rewritten"
+    assert os.path.isfile(os.path.join(objs, "a.o"))
+    os.utime(os.path.join(objs, "b.o"), None)
+    os.utime(os.path.join(tree, "net", "b.c"), (1500, 1500))
+    assert kernel.prepare_tree("fixed") == tree
+    assert open(os.path.join(tree, "net", "b.c")).read() == "b\n"
+    assert os.stat(os.path.join(tree, "net", "b.c")).st_mtime > os.stat(
+        os.path.join(objs, "b.o")).st_mtime
+    assert os.stat(os.path.join(tree, "net", "a.c")).st_mtime == 1500
+    assert (pristine / "net" / "b.c").read_text() == "b\n"
+
+
+def test_a_switch_patches_only_the_files_named(fake_source, tmp_path, monkeypatch):
+    """After the first tree, a switch applies the patches to the files
+    they name alone (no copy of the whole tree): created and deleted
+    files included."""
+    pristine, _ = fake_source
+    fix = tmp_path / "fix.patch"
+    fix.write_text(_diff("net/a.c", "a", "a fixed"))
+    new = tmp_path / "new.patch"
+    new.write_text("--- /dev/null\n+++ b/net/c.c\n@@ -0,0 +1 @@\n+c\n"
+                   "--- a/net/b.c\n+++ /dev/null\n@@ -1 +0,0 @@\n-b\n")
+    series = {"fixed": [str(fix)], "known-bad": [str(fix), str(new)]}
+    monkeypatch.setattr(kernel, "variant_patches", lambda v, cand=None: series[v])
+    tree = kernel.prepare_tree("fixed")
+    assert kernel.patched_paths([str(fix), str(new)]) == {"net/a.c", "net/b.c", "net/c.c"}
+
+    def whole_tree(*a):
+        raise AssertionError("a switch walked the whole tree")
+    monkeypatch.setattr(kernel, "_tree_changes", whole_tree)
+    assert kernel.prepare_tree("known-bad") == tree
+    assert open(os.path.join(tree, "net", "c.c")).read() == "c\n"
+    assert not os.path.exists(os.path.join(tree, "net", "b.c"))
+    assert open(os.path.join(tree, "net", "a.c")).read() == "a fixed\n"
+    assert kernel.prepare_tree("fixed") == tree
+    assert not os.path.exists(os.path.join(tree, "net", "c.c"))
+    assert open(os.path.join(tree, "net", "b.c")).read() == "b\n"
+    assert not os.path.exists(tree + ".tmp")
+    assert sorted(os.listdir(pristine / "net")) == ["a.c", "b.c"]
+
+
 def test_tree_is_made_anew_when_an_update_cannot_be_trusted(fake_source, monkeypatch):
     pristine, use = fake_source
     use(_diff("net/a.c", "a", "a mutant"))
@@ -495,16 +560,72 @@ def test_timing_from_recorded_log():
     assert 0 < t["boot_to_first_result"] <= t["boot_to_end"] < 60
 
 
+def test_timing_splits_a_job_into_phases_and_programs():
+    t = lavalog.parse(read("lava-run-x86_64-fixed.log"))["timing"]
+    assert set(t["programs"]) == {"test_pkt", "backlog_coalesce", "backlog_bench",
+                                  "kgate-kernel-log"}
+    assert all(v > 0 for v in t["programs"].values())
+    # the programs are the test phase, less LAVA's own steps
+    assert sum(t["programs"].values()) <= t["tests"] < 60
+    for phase in ("deploy", "boot", "finalize"):
+        assert 0 < t[phase] < 10
+    # the known-bad kernel's results are logged late, its console lines
+    # are not: each program is timed from the guest's own output
+    bad = lavalog.parse(read("lava-run-x86_64-known-bad.log"))["timing"]["programs"]
+    assert bad["backlog_coalesce"] > 10
+    # a program that never ended has no time
+    hang = lavalog.parse(read("lava-run-x86_64-hang.log"))["timing"]
+    assert "backlog_coalesce" not in hang["programs"] and "finalize" not in hang
+
+
 def test_bench_table_reads_what_was_recorded(tmp_path, monkeypatch):
     from kgate import bench
     monkeypatch.setattr(kernel, "out_dir", lambda name, v: str(tmp_path / name / v))
     (tmp_path / "t1" / "fixed").mkdir(parents=True)
-    (tmp_path / "t1" / "fixed" / "build-seconds").write_text("201.4\n")
+    (tmp_path / "t1" / "fixed" / "cold-build.json").write_text(
+        '{"seconds": 201.4, "compiled": 1092}\n')
+    # a later rebuild is not the cold figure
+    (tmp_path / "t1" / "fixed" / "last-build.json").write_text('{"seconds": 12.0}\n')
     doc = {"jobs": [{"target": "t1", "variant": "fixed", "seconds": 5.04,
-                     "timing": {"boot_to_first_result": 2.25}}]}
-    text = bench.table(["t1"], doc)
+                     "timing": {"boot": 2.25, "programs": {"backlog_coalesce": 3.5}}}]}
+    text = bench.targets_table(["t1"], doc)
     row = text.splitlines()[1].split()
-    assert row[:2] == ["t1", "201s"] and "2.2s" in row and "5.0s" in row
+    assert row[:3] == ["t1", "201s", "1092"] and "2.2s" in row and "3.5s" in row
+    assert "5.0s" in row
+
+
+def _timed_job(t, v, cached, cases=(), build_s=0.0):
+    return {"target": t, "variant": v, "seconds": 30.0, "cases": list(cases),
+            "timing": {"build": {"cached": cached, "kernel": build_s}}}
+
+
+def test_bench_goals_pick_the_runs_that_measure_them(tmp_path, monkeypatch):
+    from kgate import bench
+    monkeypatch.setattr(kernel, "out_dir", lambda name, v: str(tmp_path / name / v))
+    monkeypatch.setattr(bench, "COLD_RECORD", str(tmp_path / "cold.json"))
+    fig = [{"case": "bulk", "measurement": 1.0, "units": "MB/s"}]
+    warm = {"run": "w", "seconds": 170.0,
+            "jobs": [_timed_job(t, v, True, fig) for t in ("a", "b") for v in ("fixed", "known-bad")]}
+    built = dict(warm, run="cold", seconds=3000.0,
+                 jobs=[_timed_job("a", "fixed", False, fig)] + warm["jobs"][1:])
+    cand = {"run": "c", "seconds": 400.0, "candidate": {"patches": "/p"},
+            "jobs": [_timed_job(t, v, v == "known-bad", build_s=9.0)
+                     for t in ("a", "b") for v in ("candidate", "known-bad")]}
+    one = dict(cand, run="c1", jobs=cand["jobs"][:2])   # one target only
+    for name, v, secs, objects in (("a", "known-bad", 9.5, "kept"),
+                                   ("b", "known-bad", 300.0, "new"),
+                                   ("b", "candidate", 14.0, "kept")):
+        (tmp_path / name / v).mkdir(parents=True)
+        (tmp_path / name / v / "last-build.json").write_text(json.dumps(
+            {"seconds": secs, "objects": objects, "compiled": 1}))
+    got = {g[0]: g[1:] for g in bench.goals(["a", "b"], [one, built, cand, warm])}
+    assert got["warm"][0] == 170.0 and "run w" in got["warm"][1]
+    assert got["candidate"][0] == 400.0 and "run c," in got["candidate"][1]
+    # a build from new objects is not incremental
+    assert got["incremental"][0] == 14.0 and "b/candidate" in got["incremental"][1]
+    assert got["cold"] == (None, None)
+    text = bench.goals_text(["a", "b"], [warm])
+    assert "not measured yet" in text and "yes" in text
 
 
 def test_disabled_targets_are_left_out_by_default(monkeypatch, capsys):
@@ -719,16 +840,15 @@ def _setup(argv):
     return cli.candidate_setup(cli.parser().parse_args(["run"] + argv))
 
 
-def test_candidate_from_the_command_line(tmp_path, monkeypatch):
-    from kgate import run as runner
-    monkeypatch.setattr(kernel, "_candidate", {"patches": None, "source": None})
-    monkeypatch.setattr(runner, "candidate_images", {})
-    assert _setup([]) == (list(common.load_targets()), ["fixed", "known-bad"])
+def test_candidate_from_the_command_line(tmp_path):
+    names, variants, cand = _setup([])
+    assert (names, variants) == (list(common.load_targets()), ["fixed", "known-bad"])
+    assert not cand and cand.describe() == {}
     img = tmp_path / "bzImage"
     img.write_bytes(b"x")
-    names, variants = _setup(["--image", f"x86_64={img}", "--image", f"arm={img}"])
+    names, variants, cand = _setup(["--image", f"x86_64={img}", "--image", f"arm={img}"])
     assert names == ["arm", "x86_64"] and variants == ["candidate", "known-bad"]
-    assert runner.candidate_images == {"x86_64": str(img), "arm": str(img)}
+    assert cand.images == {"x86_64": str(img), "arm": str(img)}
     for bad in (["--image", "sparc=/x"], ["--image", "x86_64"], ["--variant", "candidate"],
                 ["--image", f"x86_64={img}", "--patches", str(tmp_path)],
                 ["--patches", str(tmp_path / "none")], ["--patches", str(tmp_path)],
@@ -737,22 +857,24 @@ def test_candidate_from_the_command_line(tmp_path, monkeypatch):
             _setup(bad)
 
 
-def test_candidate_patches_go_on_top_of_the_fixed_series(tmp_path, monkeypatch):
-    monkeypatch.setattr(kernel, "_candidate", {"patches": None, "source": None})
+def test_candidate_patches_go_on_top_of_the_fixed_series(tmp_path):
     (tmp_path / "0002-b.patch").write_text("b")
     (tmp_path / "0001-a.patch").write_text("a")
     (tmp_path / "notes.txt").write_text("not a patch")
-    kernel.set_candidate(patches=str(tmp_path))
+    cand = kernel.Candidate(patches=str(tmp_path))
     fixed = kernel.variant_patches("fixed")
-    got = kernel.variant_patches("candidate")
+    got = kernel.variant_patches("candidate", cand)
     assert got == fixed + [str(tmp_path / "0001-a.patch"), str(tmp_path / "0002-b.patch")]
-    key = kernel.tree_key("candidate")
+    key = kernel.tree_key("candidate", cand)
     (tmp_path / "0002-b.patch").write_text("b2")
-    assert kernel.tree_key("candidate") != key          # a changed patch is a new tree
+    assert kernel.tree_key("candidate", cand) != key    # a changed patch is a new tree
     (tmp_path / "series").write_text("0002-b.patch\n# 0001-a.patch\n")
-    assert kernel.variant_patches("candidate") == fixed + [str(tmp_path / "0002-b.patch")]
+    assert kernel.variant_patches("candidate", cand) == fixed + [str(tmp_path / "0002-b.patch")]
     (tmp_path / "series").write_text("0003-missing.patch\n")
     with pytest.raises(common.KgateError):
+        kernel.variant_patches("candidate", cand)
+    # without a candidate, there is no candidate kernel
+    with pytest.raises(common.KgateError, match="needs --patches"):
         kernel.variant_patches("candidate")
 
 
@@ -800,11 +922,8 @@ def test_builds_never_see_the_calling_makes_variables(monkeypatch):
     assert common.clean_env(X="1")["X"] == "1"
 
 
-def test_debug_from_the_command_line(tmp_path, monkeypatch):
-    from kgate import run as runner
-    monkeypatch.setattr(kernel, "_candidate", {"patches": None, "source": None})
-    monkeypatch.setattr(runner, "candidate_images", {})
-    assert _setup(["--debug", "x86_64"]) == (["x86_64"], ["fixed", "fixed-debug", "known-bad"])
+def test_debug_from_the_command_line(tmp_path):
+    assert _setup(["--debug", "x86_64"])[:2] == (["x86_64"], ["fixed", "fixed-debug", "known-bad"])
     (tmp_path / "a.patch").write_text("a")
     assert _setup(["--debug", "--patches", str(tmp_path)])[1] == \
         ["candidate", "candidate-debug", "known-bad"]
@@ -946,14 +1065,14 @@ def test_a_candidate_patch_that_does_not_apply_fails_the_candidate(fake_source, 
                                                                      monkeypatch):
     pristine, use = fake_source
     # the user's patch (in the --patches folder) does not apply
-    monkeypatch.setitem(kernel._candidate, "patches", str(tmp_path))
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "x.patch").write_text("")
     use(_diff("net/a.c", "not a", "a mutant"))
     with pytest.raises(common.CandidateError, match="does not apply"):
-        kernel.prepare_tree("candidate")
+        kernel.prepare_tree("candidate", kernel.Candidate(patches=str(tmp_path)))
     # one of our own series does not apply to Debian's source: ours
-    monkeypatch.setitem(kernel._candidate, "patches", str(tmp_path / "elsewhere"))
     with pytest.raises(common.InfraError, match="does not apply"):
-        kernel.prepare_tree("candidate")
+        kernel.prepare_tree("candidate", kernel.Candidate(patches=str(tmp_path / "elsewhere")))
 
 
 @pytest.mark.parametrize("error,code,says", [
@@ -1300,3 +1419,35 @@ def test_the_kernel_log_decides_the_kernel_under_test_not_the_control():
     no_dump = [c for c in cases() if c["case"] != "kernel-log"]
     v, reason = results.job_verdict("fixed", "complete", no_dump)
     assert v == results.INFRA and "kernel-log" in reason
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_a_targets_jobs_start_while_the_next_target_builds(scripted_jobs, monkeypatch, overlap):
+    import threading
+    runner, _ = scripted_jobs
+    events, lock = [], threading.Lock()
+    first_job = threading.Event()
+    art = {"kernel": {"sha256": "k"}, "rootfs": {"sha256": "r"}}
+
+    def artifacts(t, vs, jobs=None, cand=None):
+        if t == "arm64" and overlap:
+            # the second target builds while the first one's jobs run
+            assert first_job.wait(5), "no job started while the next target built"
+        with lock:
+            events.append(f"built {t}")
+        return {v: art for v in vs}
+
+    def run_job(job_path, dev, outdir, timeout):
+        with lock:
+            events.append(f"job {os.path.basename(outdir)}")
+        first_job.set()
+        return {"health": "complete", "cases": cases(), "errors": [], "timing": {},
+                "tail": []}, 0.05
+    monkeypatch.setattr(runner, "artifacts", artifacts)
+    monkeypatch.setattr(runner, "run_job", run_job)
+    doc, _ = runner.run(["x86_64", "arm64"], ["fixed"], parallel=2, latest=False, bench=False,
+                        overlap=overlap)
+    assert [j["target"] for j in doc["jobs"]] == ["x86_64", "arm64"]
+    assert events.index("job x86_64-fixed") < events.index("built arm64") if overlap else \
+        events[:2] == ["built x86_64", "built arm64"]
+    assert all(j["timing"]["queued"] >= 0 for j in doc["jobs"])

@@ -1,14 +1,35 @@
-"""Build and boot figures per target (a benchmark: it prints, it never fails
-on a number). Without --cold it reports what the last builds and the
-latest run recorded; with --cold it removes every build output and the
-ccache, runs the matrix from nothing, then again with everything cached."""
+"""Where the time goes, and the speed goals (a benchmark: it prints, it
+never fails on a number).
+
+Without --cold it reads what was recorded: each kernel's first cold
+build and its last build (build/kernels/<target>/<variant>/*-build.json),
+the initramfs, and the runs under build/runs (each job's phases and
+programs, each run's wall time). With --cold it removes every build
+output and the ccache, runs the matrix from nothing, then again warm,
+and records both in build/bench/cold.json.
+"""
+import json
 import os
 import shutil
 import time
 
 from . import kernel, results, rootfs
+from .reports import fmt_seconds as _fmt, phases_table
 from . import run as runner
-from .common import BUILD, VARIANTS, format_table, load_targets, log, read_text
+from .common import (BUILD, CANDIDATE, VARIANTS, atomic_write, format_table, load_targets, log,
+                     read_text)
+
+COLD_RECORD = os.path.join(BUILD, "bench", "cold.json")
+
+# The speed goals of issue 16, each in seconds: what the figure is.
+GOALS = [
+    ("warm", 180, "warm `make run`: every target, fixed and known-bad, all cached"),
+    ("candidate", 360, "one-patch candidate on every target (`run --patches`), "
+                       "fixed trees built"),
+    ("incremental", 15, "known-bad or candidate kernel on top of the fixed one, "
+                        "slowest target"),
+    ("cold", 45 * 60, "the matrix from nothing (`bench --cold`; `make deps` apart)"),
+]
 
 
 def _secs(path):
@@ -19,59 +40,171 @@ def _secs(path):
         return None
 
 
-def _fmt(v, unit="s"):
-    return "-" if v is None else f"{v:.0f}{unit}" if v >= 10 else f"{v:.1f}{unit}"
+def load_runs(limit=200):
+    """The newest runs' results.json documents, newest first."""
+    if not os.path.isdir(runner.RUNS):
+        return []
+    docs = []
+    for name in sorted(os.listdir(runner.RUNS), reverse=True)[:limit]:
+        path = os.path.join(runner.RUNS, name, "results.json")
+        if name != "latest" and os.path.isfile(path):
+            try:
+                docs.append(results.load(path))
+            except (OSError, ValueError):
+                continue
+    return docs
 
 
-def table(names, doc):
+def _all_cached(doc):
+    return all((j.get("timing") or {}).get("build", {}).get("cached") for j in doc["jobs"])
+
+
+def _variants(doc):
+    return {j["variant"] for j in doc["jobs"]}
+
+
+def _targets(doc):
+    return {j["target"] for j in doc["jobs"]}
+
+
+def warm_run(docs, names):
+    """The newest run of fixed and known-bad on every target with every
+    kernel and initramfs cached, benchmark on."""
+    for doc in docs:
+        if (doc.get("seconds") and _variants(doc) == set(VARIANTS) and
+                _targets(doc) >= set(names) and _all_cached(doc) and
+                any(c.get("units") for j in doc["jobs"] for c in j.get("cases", []))):
+            return doc
+    return None
+
+
+def candidate_run(docs, names):
+    """The newest run of a --patches candidate on every target whose
+    candidate kernels were built in it."""
+    for doc in docs:
+        if not (doc.get("seconds") and (doc.get("candidate") or {}).get("patches")):
+            continue
+        cand = [j for j in doc["jobs"] if j["variant"] == CANDIDATE]
+        if ({j["target"] for j in cand} >= set(names) and
+                not any((j.get("timing") or {}).get("build", {}).get("cached", True)
+                        for j in cand)):
+            return doc
+    return None
+
+
+def incremental(names):
+    """{target: (seconds, variant, files compiled)}: the slowest of the
+    last known-bad and candidate builds that kept the fixed objects."""
+    out = {}
+    for name in names:
+        for v in ("known-bad", CANDIDATE):
+            rec = kernel.build_record(name, v)
+            if rec and rec.get("objects") == "kept" and \
+                    rec["seconds"] > out.get(name, (-1,))[0]:
+                out[name] = (rec["seconds"], v, rec.get("compiled"))
+    return out
+
+
+def targets_table(names, doc):
+    """Per target: builds as recorded, and the jobs of run doc."""
     jobs = {(j["target"], j["variant"]): j for j in (doc or {}).get("jobs", [])}
-    heads = ["target", "kernel cold", "known-bad extra", "initramfs", "boot->1st result",
-             "job fixed", "job known-bad"]
+    heads = ["target", "kernel cold", "files", "known-bad on top", "files", "initramfs",
+             "boot", "backlog_coalesce", "bench", "job fixed", "job known-bad"]
     rows = []
     for name in names:
+        cold = kernel.build_record(name, "fixed", "cold") or {}
+        bad = kernel.build_record(name, "known-bad") or {}
         fixed = jobs.get((name, "fixed"), {})
-        bad = jobs.get((name, "known-bad"), {})
+        progs = (fixed.get("timing") or {}).get("programs", {})
         rows.append([
-            name,
-            _fmt(_secs(os.path.join(kernel.out_dir(name, "fixed"), "build-seconds"))),
-            _fmt(_secs(os.path.join(kernel.out_dir(name, "known-bad"), "build-seconds"))),
-            _fmt(_secs(os.path.join(os.path.dirname(rootfs.rootfs_path(name)), "build-seconds"))),
-            _fmt(fixed.get("timing", {}).get("boot_to_first_result")),
-            _fmt(fixed.get("seconds")),
-            _fmt(bad.get("seconds")),
+            name, _fmt(cold.get("seconds")), str(cold.get("compiled", "-")),
+            _fmt(bad.get("seconds")), str(bad.get("compiled", "-")),
+            _fmt(_secs(os.path.join(os.path.dirname(rootfs.rootfs_path(name)),
+                                    "build-seconds"))),
+            _fmt((fixed.get("timing") or {}).get("boot")),
+            _fmt(progs.get("backlog_coalesce")), _fmt(progs.get("backlog_bench")),
+            _fmt(fixed.get("seconds")), _fmt(jobs.get((name, "known-bad"), {}).get("seconds")),
         ])
+    return format_table(heads, rows)
+
+
+def goals(names, docs):
+    """Each goal: (name, goal seconds, figure seconds or None, where from)."""
+    out = []
+    warm = warm_run(docs, names)
+    out.append(("warm", warm and warm["seconds"],
+                warm and f"run {warm['run']}, {len(warm['jobs'])} jobs"))
+    cand = candidate_run(docs, names)
+    out.append(("candidate", cand and cand["seconds"],
+                cand and f"run {cand['run']}, {len(cand['jobs'])} jobs"))
+    inc = incremental(names)
+    if inc:
+        slow = max(inc, key=lambda n: inc[n][0])
+        s, v, files = inc[slow]
+        out.append(("incremental", s, f"{slow}/{v}, {files} files compiled; "
+                    f"{len(inc)} of {len(names)} targets recorded"))
+    else:
+        out.append(("incremental", None, None))
+    cold = json.loads(read_text(COLD_RECORD) or "null")
+    out.append(("cold", cold and cold["cold_seconds"],
+                cold and f"bench --cold of {cold['finished']}, {len(cold['targets'])} targets"))
+    return out
+
+
+def goals_text(names, docs):
+    heads = ["goal", "figure", "target", "met", "from"]
+    rows = []
+    what = {g[0]: (g[1], g[2]) for g in GOALS}
+    for name, figure, source in goals(names, docs):
+        limit, label = what[name]
+        met = "-" if figure is None else ("yes" if figure <= limit else "NO")
+        rows.append([label, _fmt(figure), "<= " + _fmt(limit), met, source or "not measured yet"])
     return format_table(heads, rows)
 
 
 def wipe():
     """Remove everything built (kernel trees, ccache, outputs), keep runs."""
-    for sub in ("src", "ccache", "kernels", "rootfs", "busybox", "tests", "native", "logs"):
+    for sub in ("src", "ccache", "kernels", "rootfs", "busybox", "tests", "native", "logs", "obj"):
         shutil.rmtree(os.path.join(BUILD, sub), ignore_errors=True)
+
+
+def cold_bench(names, parallel):
+    """The matrix from nothing, then warm; recorded in COLD_RECORD."""
+    log("[bench] removing every build output and the ccache")
+    wipe()
+    t0 = time.monotonic()
+    cold_doc, _ = runner.run(names, VARIANTS, parallel=parallel)
+    cold_s = time.monotonic() - t0
+    t0 = time.monotonic()
+    warm_doc, _ = runner.run(names, VARIANTS, parallel=parallel)
+    warm_s = time.monotonic() - t0
+    rec = {"targets": names, "cold_seconds": round(cold_s, 1), "warm_seconds": round(warm_s, 1),
+           "cold_run": cold_doc["run"], "warm_run": warm_doc["run"],
+           "cold_verdict": cold_doc["verdict"], "warm_verdict": warm_doc["verdict"],
+           "finished": warm_doc["finished"]}
+    os.makedirs(os.path.dirname(COLD_RECORD), exist_ok=True)
+    atomic_write(COLD_RECORD, json.dumps(rec, indent=1) + "\n")
+    return rec
 
 
 def bench(names=None, cold=False, parallel=2):
     names = names or list(load_targets())
     out = []
     if cold:
-        log("[bench] removing every build output and the ccache")
-        wipe()
-        t0 = time.monotonic()
-        doc, _ = runner.run(names, VARIANTS, parallel=parallel)
-        cold_s = time.monotonic() - t0
-        cold_table = table(names, doc)
-        t0 = time.monotonic()
-        doc, _ = runner.run(names, VARIANTS, parallel=parallel)
-        warm_s = time.monotonic() - t0
-        out.append(cold_table)
-        out.append("")
-        out.append(f"matrix of {len(names)} targets x {len(VARIANTS)} variants: "
-                   f"cold {cold_s / 60:.1f} min, warm {warm_s / 60:.1f} min "
-                   f"(verdict {doc['verdict']})")
-    else:
-        latest = os.path.join(runner.RUNS, "latest", "results.json")
-        doc = results.load(latest) if os.path.isfile(latest) else None
-        out.append(table(names, doc))
-        if doc:
-            out.append("")
-            out.append(f"jobs from run {doc['run']}; builds as last recorded under build/")
+        rec = cold_bench(names, parallel)
+        out += [f"matrix of {len(names)} targets x {len(VARIANTS)} variants from nothing: "
+                f"{_fmt(rec['cold_seconds'])} (run {rec['cold_run']}, {rec['cold_verdict']}); "
+                f"again warm: {_fmt(rec['warm_seconds'])} ({rec['warm_run']}, "
+                f"{rec['warm_verdict']})", ""]
+    docs = load_runs()
+    latest = os.path.join(runner.RUNS, "latest", "results.json")
+    doc = results.load(latest) if os.path.isfile(latest) else None
+    out.append(targets_table(names, doc))
+    out.append("")
+    out.append("kernel cold: the first build from an empty object folder; known-bad: its last "
+               "build, on the fixed objects when 'files' is small")
+    if doc:
+        out += ["", f"Jobs of run {doc['run']} ({_fmt(doc.get('seconds'))} in all):",
+                phases_table(doc)]
+    out += ["", "Goals:", goals_text(names, docs)]
     return "\n".join(out)

@@ -96,8 +96,7 @@ def patch_info(path):
 
 def series_of(folder):
     """The candidate series in order (kernel's rules for --patches)."""
-    kernel.set_candidate(patches=folder)
-    return kernel.candidate_patches()
+    return kernel.Candidate(patches=folder).patch_files()
 
 
 def stage(patches, k, out_dir):
@@ -154,9 +153,9 @@ def judge(target_names, candidate, parallel, jobs):
             doc, run_dir = runner.run(target_names, ["fixed"], parallel=parallel, jobs=jobs,
                                       bench=False, latest=False)
         else:
-            kernel.set_candidate(**candidate)
             doc, run_dir = runner.run(target_names, [CANDIDATE], parallel=parallel, jobs=jobs,
-                                      bench=False, latest=False)
+                                      bench=False, latest=False,
+                                      cand=kernel.Candidate(**candidate))
         return doc, run_dir, doc["verdict"], doc.get("summary", "")
     except CandidateError as e:
         # What failed, and the compiler's first word on it.

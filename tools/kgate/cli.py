@@ -82,8 +82,8 @@ def print_gate(doc):
 
 
 def candidate_setup(args):
-    """Configure the candidate kernel from --patches/--source/--image;
-    return (targets, variants) to run."""
+    """The candidate kernel from --patches/--source/--image; return
+    (targets, variants, candidate) to run."""
     images = {}
     for spec in args.image or []:
         tgt, sep, path = spec.partition("=")
@@ -93,10 +93,8 @@ def candidate_setup(args):
         images[tgt] = os.path.abspath(path)
     if images and (args.patches or args.source):
         raise KgateError("--image excludes --patches and --source")
-    kernel.set_candidate(patches=args.patches, source=args.source)
-    runner.candidate_images.clear()
-    runner.candidate_images.update(images)
-    has_candidate = bool(images or args.patches or args.source)
+    cand = kernel.Candidate(patches=args.patches, source=args.source, images=images)
+    has_candidate = bool(cand)
     variants = args.variant or ([CANDIDATE, "known-bad"] if has_candidate else list(VARIANTS))
     if args.debug:
         variants = with_debug(variants)
@@ -108,13 +106,14 @@ def candidate_setup(args):
                          "--image T=PATH")
     names = args.target or (sorted(images, key=list(load_targets()).index) if images
                             else default_targets())
-    return names, variants
+    return names, variants, cand
 
 
 def cmd_run(args):
-    names, variants = candidate_setup(args)
+    names, variants, cand = candidate_setup(args)
     doc, run_dir = runner.run(names, variants, parallel=args.parallel, jobs=args.jobs,
-                              retry_infra=args.retry_infra, repeat=args.repeat)
+                              retry_infra=args.retry_infra, repeat=args.repeat, cand=cand,
+                              overlap=args.overlap)
     code = print_gate(doc)
     print(f"Results: {os.path.relpath(os.path.join(run_dir, 'results.json'), TOP)}")
     return code
@@ -139,8 +138,8 @@ def lab_overrides(args):
 
 
 def cmd_lab_jobs(args):
-    names, variants = candidate_setup(args)
-    for it in lab.write_lab_jobs(names, variants, args.base_url, jobs=args.jobs,
+    names, variants, cand = candidate_setup(args)
+    for it in lab.write_lab_jobs(names, variants, args.base_url, jobs=args.jobs, cand=cand,
                                  **lab_overrides(args)):
         print(os.path.relpath(it["file"], TOP))
     return 0
@@ -158,9 +157,9 @@ def cmd_serve(args):
 
 
 def cmd_submit(args):
-    names, variants = candidate_setup(args)
+    names, variants, cand = candidate_setup(args)
     run_dir = lab.submit(args.identity, names, variants, args.base_url,
-                         jobs=args.jobs, repeat=args.repeat, **lab_overrides(args))
+                         jobs=args.jobs, repeat=args.repeat, cand=cand, **lab_overrides(args))
     print(f"Submitted: {os.path.relpath(os.path.join(run_dir, lab.SUBMITTED), TOP)}")
     if args.no_wait:
         print(f"Collect with: kgate.py collect {os.path.relpath(run_dir, TOP)}")
@@ -272,9 +271,9 @@ def cmd_baseline(args):
 
 
 def cmd_soak(args):
-    names, variants = candidate_setup(args)
+    names, variants, cand = candidate_setup(args)
     text, code = soak.soak(args.times, names, variants, parallel=args.parallel, jobs=args.jobs,
-                           retry_infra=args.retry_infra)
+                           retry_infra=args.retry_infra, cand=cand)
     print(text)
     return code
 
@@ -396,6 +395,10 @@ def parser():
                        "(--repeat: the runs of a job disagree), 2 usage.")
     add_run_args(s)
     add_repeat_arg(s)
+    s.add_argument("--no-overlap", dest="overlap", action="store_false",
+                   help="build every target's kernels before the first job (default: a "
+                   "target's jobs start as soon as it is built, while the next one builds; "
+                   "--repeat always builds first)")
     s.set_defaults(func=cmd_run)
     s = sub.add_parser("matrix", help="print the matrix of a run (default: the latest)")
     s.add_argument("results", nargs="?", help="a results.json")

@@ -185,8 +185,10 @@ def clean_env(**extra):
 
 
 def run_logged(cmd, logpath, label, cwd=None, env=None, count_prefix=None, every=20.0,
-               error=KgateError):
+               error=KgateError, counted=None):
     """Run cmd with its output in logpath; print a progress line now and then.
+    Return its seconds; with counted (a dict), counted["lines"] is the
+    number of output lines that start with count_prefix.
 
     On failure error (a KgateError class) is raised with the lines of
     the log that say what failed.
@@ -215,6 +217,8 @@ def run_logged(cmd, logpath, label, cwd=None, env=None, count_prefix=None, every
             proc.kill()
             proc.wait()
             raise
+    if counted is not None:
+        counted["lines"] = count
     if rc != 0:
         text = read_text(logpath, "")
         raise error(f"{label}: '{' '.join(cmd[:3])} ...' failed (exit {rc}); "

@@ -2,15 +2,23 @@
 
 Layout under build/:
   src/pristine/              the extracted Debian tree (never modified)
-  src/<variant>/             hard-linked copy with the variant's patches
-  src/<variant>/o-<target>/  out-of-tree build directory (a direct child
+  src/tree/                  hard-linked copy of it holding one variant's
+                             patches at a time (fixed, known-bad or the
+                             candidate): switching variants rewrites only
+                             the files their patches touch
+  src/tree/o-<target>/       out-of-tree build directory (a direct child
                              of the source tree, so kbuild uses relative
-                             paths and ccache hits across variants)
-  src/<variant>/o-<target>-debug/  the same for the variant's debug kernel
-                             (fixed-debug shares fixed's tree)
-  kernels/<target>/<variant>/ image, config and the cache key
+                             paths and ccache hits); shared by every
+                             variant, so a variant's build recompiles the
+                             files its patches touch and relinks
+  src/tree/o-<target>-debug/ the same for the debug kernels
+  kernels/<target>/<variant>/ image, config, the cache key and the build's
+                             timing
 """
+import datetime
+import fcntl
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -45,62 +53,72 @@ def series(kind):
     return out
 
 
-# The candidate kernel, as the command line describes it: the fixed
-# series plus the user's patches, or the user's own source tree.
-_candidate = {"patches": None, "source": None}
+class Candidate:
+    """The candidate kernel, as the command line describes it: the fixed
+    series plus the user's patches (patches: a folder), the user's own
+    source tree (source), or prebuilt images ({target: path}). A value,
+    handed to whatever builds or runs it; Candidate() is no candidate.
+    Bad input fails here, before anything is built."""
+
+    def __init__(self, patches=None, source=None, images=None):
+        images = dict(images or {})
+        if sum(map(bool, (patches, source, images))) > 1:
+            raise KgateError("--patches, --source and --image exclude each other")
+        self.patches = os.path.abspath(patches) if patches else None
+        self.source = os.path.abspath(source) if source else None
+        self.images = {t: os.path.abspath(p) for t, p in images.items()}
+        if self.patches:
+            self.patch_files()
+        if self.source and not (os.path.isfile(os.path.join(self.source, "Kconfig")) and
+                                os.path.isfile(os.path.join(self.source, "Makefile"))):
+            raise KgateError(f"--source {self.source}: not a kernel source tree "
+                             "(no Kconfig/Makefile)")
+
+    def __bool__(self):
+        return bool(self.patches or self.source or self.images)
+
+    def __repr__(self):
+        return f"Candidate({self.describe()})"
+
+    def describe(self):
+        """What the candidate kernel is, for results.json: {'patches': DIR},
+        {'source': DIR} or {'images': {...}}; {} when none was given."""
+        return {k: v for k, v in (("patches", self.patches), ("source", self.source),
+                                  ("images", self.images)) if v}
+
+    def patch_files(self):
+        """The user's patches: their folder's 'series' file, else every
+        *.patch and *.diff in name order."""
+        d = self.patches
+        if not os.path.isdir(d):
+            raise KgateError(f"--patches {d}: not a folder")
+        listed = read_text(os.path.join(d, "series"))
+        if listed is not None:
+            names = [ln.split("#", 1)[0].strip() for ln in listed.splitlines()]
+            names = [n for n in names if n]
+        else:
+            names = sorted(n for n in os.listdir(d) if n.endswith((".patch", ".diff")))
+        paths = [os.path.join(d, n) for n in names]
+        missing = [n for n, p in zip(names, paths) if not os.path.isfile(p)]
+        if missing:
+            raise KgateError(f"--patches {d}: series names missing files: {', '.join(missing)}")
+        if not paths:
+            raise KgateError(f"--patches {d}: no series file and no *.patch or *.diff")
+        return paths
 
 
-def set_candidate(patches=None, source=None):
-    if patches and source:
-        raise KgateError("--patches and --source exclude each other")
-    if patches:
-        patches = os.path.abspath(patches)
-        _candidate.update(patches=patches, source=None)
-        candidate_patches()  # fails now on a bad folder
-    if source:
-        source = os.path.abspath(source)
-        if not (os.path.isfile(os.path.join(source, "Kconfig")) and
-                os.path.isfile(os.path.join(source, "Makefile"))):
-            raise KgateError(f"--source {source}: not a kernel source tree (no Kconfig/Makefile)")
-        _candidate.update(patches=None, source=source)
+NO_CANDIDATE = Candidate()
 
 
-def describe_candidate():
-    """What the candidate kernel is, for results.json: {'patches': DIR}
-    or {'source': DIR}, or {} when none was given."""
-    return {k: v for k, v in _candidate.items() if v}
-
-
-def candidate_patches():
-    """The user's patches: their folder's 'series' file, else every
-    *.patch and *.diff in name order."""
-    d = _candidate["patches"]
-    if not os.path.isdir(d):
-        raise KgateError(f"--patches {d}: not a folder")
-    listed = read_text(os.path.join(d, "series"))
-    if listed is not None:
-        names = [ln.split("#", 1)[0].strip() for ln in listed.splitlines()]
-        names = [n for n in names if n]
-    else:
-        names = sorted(n for n in os.listdir(d) if n.endswith((".patch", ".diff")))
-    paths = [os.path.join(d, n) for n in names]
-    missing = [n for n, p in zip(names, paths) if not os.path.isfile(p)]
-    if missing:
-        raise KgateError(f"--patches {d}: series names missing files: {', '.join(missing)}")
-    if not paths:
-        raise KgateError(f"--patches {d}: no series file and no *.patch or *.diff")
-    return paths
-
-
-def variant_patches(variant):
+def variant_patches(variant, cand=NO_CANDIDATE):
     check_variant(variant)
     variant = base_variant(variant)
     if variant == CANDIDATE:
-        if _candidate["source"]:
+        if cand.source:
             return []  # the user's tree, as it is
-        if not _candidate["patches"]:
+        if not cand.patches:
             raise KgateError("the candidate kernel needs --patches DIR, --source DIR or --image")
-        return series("patches") + candidate_patches()
+        return series("patches") + cand.patch_files()
     patches = series("patches")
     if variant == "known-bad":
         patches += series("regressions")
@@ -160,21 +178,21 @@ def source_id():
     return f"{os.path.basename(SOURCE_TARBALL)}:{st.st_size}:{int(st.st_mtime)}"
 
 
-def tree_key(variant):
+def tree_key(variant, cand=NO_CANDIDATE):
     variant = base_variant(variant)
     h = hashlib.sha256()
-    if variant == CANDIDATE and _candidate["source"]:
-        h.update(f"source {_candidate['source']} {_tree_fingerprint(_candidate['source'])}".encode())
+    if variant == CANDIDATE and cand.source:
+        h.update(f"source {cand.source} {_tree_fingerprint(cand.source)}".encode())
         return h.hexdigest()
     h.update(source_id().encode())
-    _hash_files(h, variant_patches(variant))
+    _hash_files(h, variant_patches(variant, cand))
     return h.hexdigest()
 
 
-def cache_key(tgt, variant):
+def cache_key(tgt, variant, cand=NO_CANDIDATE):
     h = hashlib.sha256()
     h.update(f"recipe {BUILD_RECIPE}\n".encode())
-    h.update(tree_key(variant).encode())
+    h.update(tree_key(variant, cand).encode())
     _hash_files(h, fragments(tgt, variant))
     h.update(tool_version(tgt["cross_compile"] + "gcc").encode())
     h.update(tgt["name"].encode())
@@ -263,14 +281,15 @@ def _same_file(a, b):
         return fa.read() == fb.read()
 
 
-def _update_in_place(dst, new, paths):
-    """Make dst's paths what they are in new. A file that changes is
-    written anew (never through a hard link into the pristine tree) and
-    so is newer than every object built from its old text: make
-    rebuilds what depends on it and nothing else. Return the count."""
+def _update_in_place(dst, want_of, paths):
+    """Make dst's paths what they are in the new tree (want_of(path):
+    where the new text is). A file that changes is written anew (never
+    through a hard link into the pristine tree) and so is newer than
+    every object built from its old text: make rebuilds what depends on
+    it and nothing else. Return the count."""
     n = 0
     for r in sorted(paths):
-        want, have = os.path.join(new, r), os.path.join(dst, r)
+        want, have = want_of(r), os.path.join(dst, r)
         if os.path.lexists(want) and _same_file(want, have):
             continue
         n += 1
@@ -283,20 +302,85 @@ def _update_in_place(dst, new, paths):
     return n
 
 
-def prepare_tree(variant):
+def tree_dir():
+    return os.path.join(BUILD, "src", "tree")
+
+
+def patched_paths(patch_files):
+    """Every path the patches name (-p1), or None when one cannot be
+    read plainly (quoted names)."""
+    paths = set()
+    for p in patch_files:
+        for line in (read_text(p, "") or "").splitlines():
+            m = re.match(r"^(?:--- |\+\+\+ )(\S+)", line)
+            if m:
+                if m.group(1) == "/dev/null":
+                    continue
+                if "/" not in m.group(1) or '"' in line:
+                    return None
+                paths.add(os.path.normpath(m.group(1).split("/", 1)[1]))
+                continue
+            m = re.match(r"^(?:rename|copy) (?:from|to) (.+)$", line)
+            if m:
+                if '"' in line:
+                    return None
+                paths.add(os.path.normpath(m.group(1)))
+    return paths
+
+
+def _sparse_patch(tmp, base, patch_files):
+    """Apply the patches to a tree holding only the files they name
+    (hard links into base): the new text of a tree update without
+    copying the whole tree. Return the paths that differ from base, or
+    None when the patches do not apply there (the caller then uses a
+    whole tree, which also says why)."""
+    paths = patched_paths(patch_files)
+    if paths is None or any(r.startswith("..") or os.path.isabs(r) for r in paths):
+        return None
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    for r in paths:
+        src = os.path.join(base, r)
+        if os.path.isfile(src) and not os.path.islink(src):
+            os.makedirs(os.path.dirname(os.path.join(tmp, r)), exist_ok=True)
+            os.link(src, os.path.join(tmp, r))
+    for p in patch_files:
+        r = subprocess.run(["patch", "-p1", "--forward", "--no-backup-if-mismatch", "-s", "-i", p],
+                           cwd=tmp, capture_output=True, text=True)
+        if r.returncode != 0:
+            shutil.rmtree(tmp, ignore_errors=True)
+            return None
+    changed = set()
+    for d, _, files in os.walk(tmp):
+        for f in files:
+            r = os.path.relpath(os.path.join(d, f), tmp)
+            if r not in paths:  # a file patch made that no header named
+                shutil.rmtree(tmp, ignore_errors=True)
+                return None
+    for r in paths:
+        mine, theirs = os.path.join(tmp, r), os.path.join(base, r)
+        if os.path.lexists(mine) != os.path.lexists(theirs) or (
+                os.path.lexists(mine) and os.lstat(mine).st_ino != os.lstat(theirs).st_ino):
+            changed.add(r)
+    return changed
+
+
+def prepare_tree(variant, cand=NO_CANDIDATE):
     """Return a source tree with the variant's patches applied (the
     user's own tree itself for --source: it is only read).
 
-    When the variant's patches change, an existing tree is updated in
+    Every patch-series variant shares one tree. Switching it to another
+    variant (fixed to known-bad, one mutant to the next) updates it in
     place, file by file, and keeps its object folders: only what the old
-    and new patches touch is rebuilt (a mutant after another one
-    recompiles one file, not the kernel). A debug variant has the tree
-    of its plain one."""
+    and new patches touch is rebuilt. Objects are never copied between
+    trees: kbuild and tools/objtool record absolute paths, so a copied
+    object folder rebuilds everything. A debug variant has the tree of
+    its plain one."""
     variant = base_variant(variant)
-    if variant == CANDIDATE and _candidate["source"]:
-        return _candidate["source"]
-    key = tree_key(variant)
-    dst = os.path.join(BUILD, "src", variant)
+    if variant == CANDIDATE and cand.source:
+        return cand.source
+    key = tree_key(variant, cand)
+    dst = tree_dir()
     old = _read_stamp(dst)
     if old and old[0] == key:
         return dst
@@ -304,10 +388,19 @@ def prepare_tree(variant):
     tmp = dst + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(os.path.dirname(dst), exist_ok=True)
+    patch_files = variant_patches(variant, cand)
+    if old and old[1] == source_id():
+        changed = _sparse_patch(tmp, from_dir, patch_files)
+        if changed is not None:
+            sparse = changed
+
+            def want_of(r):
+                return os.path.join(tmp if r in sparse else from_dir, r)
+            return _switch(dst, variant, key, want_of, old[2] | changed, changed, tmp)
     # Hard links cost no space; GNU patch writes a new file for each file
     # it changes, so the pristine tree is never modified.
     subprocess.run(["cp", "-al", from_dir, tmp], check=True)
-    for p in variant_patches(variant):
+    for p in patch_files:
         log(f"[kernel] {variant}: applying {os.path.relpath(p, TOP)}")
         r = subprocess.run(["patch", "-p1", "--forward", "--no-backup-if-mismatch", "-s", "-i", p],
                            cwd=tmp, capture_output=True, text=True)
@@ -315,23 +408,29 @@ def prepare_tree(variant):
             shutil.rmtree(tmp, ignore_errors=True)
             # The user's patch failing is the candidate's failure; ours,
             # our own (the series under kernel/ against Debian's source).
-            mine = not (_candidate["patches"] and
-                        os.path.dirname(os.path.abspath(p)) == _candidate["patches"])
+            mine = not (cand.patches and os.path.dirname(os.path.abspath(p)) == cand.patches)
             raise (InfraError if mine else CandidateError)(
                 f"{os.path.relpath(p, TOP)} does not apply to {source_id()}:\n{r.stdout}{r.stderr}")
     changed = _tree_changes(tmp, from_dir)
     if old and old[1] == source_id():
-        # No stamp while dst is half updated: an interrupted update is
-        # started over from scratch next time.
-        os.unlink(os.path.join(dst, TREE_STAMP))
-        n = _update_in_place(dst, tmp, old[2] | changed)
-        _write_stamp(dst, key, changed)
-        shutil.rmtree(tmp)
-        log(f"[kernel] {variant}: tree updated in place ({n} file(s) changed), objects kept")
-        return dst
+        return _switch(dst, variant, key, lambda r: os.path.join(tmp, r), old[2] | changed,
+                       changed, tmp)
     _write_stamp(tmp, key, changed)
     shutil.rmtree(dst, ignore_errors=True)
     os.replace(tmp, dst)
+    return dst
+
+
+def _switch(dst, variant, key, want_of, paths, changed, tmp):
+    """Update the tree dst in place to the variant whose text of paths
+    want_of() gives; changed: what its patches changed."""
+    # No stamp while dst is half updated: an interrupted update is
+    # started over from scratch next time.
+    os.unlink(os.path.join(dst, TREE_STAMP))
+    n = _update_in_place(dst, want_of, paths)
+    _write_stamp(dst, key, changed)
+    shutil.rmtree(tmp, ignore_errors=True)
+    log(f"[kernel] {variant}: tree updated in place ({n} file(s) changed), objects kept")
     return dst
 
 
@@ -372,6 +471,34 @@ def verify_config(config_text, fragment_paths):
     return misses
 
 
+# What the configuration of an object folder was made from.
+CONFIG_STAMP = ".kgate-config"
+# Files a patch may change without changing any configuration.
+NOT_KCONFIG = (".c", ".h", ".S", ".rst", ".txt")
+
+
+def config_key(tgt, variant, src, frags):
+    """The inputs of a target's .config in the shared tree: the source,
+    the fragments, the compiler, and every file the variant's patches
+    changed that could be Kconfig's (not C, headers, assembler or
+    documentation). None for the user's own tree: always configured."""
+    stamp = _read_stamp(src)
+    if stamp is None or stamp[1] is None:
+        return None
+    h = hashlib.sha256()
+    h.update(f"{source_id()}\0{tgt['kernel_arch']}\0{is_debug(variant)}\0".encode())
+    h.update(tool_version(tgt["cross_compile"] + "gcc").encode())
+    _hash_files(h, frags)
+    for r in sorted(stamp[2]):
+        if not r.endswith(NOT_KCONFIG):
+            path = os.path.join(src, r)
+            h.update(f"{r}\0".encode())
+            if os.path.isfile(path):
+                with open(path, "rb") as f:
+                    h.update(f.read())
+    return h.hexdigest()
+
+
 def make_env():
     env = clean_env()
     env.setdefault("CCACHE_DIR", os.path.join(BUILD, "ccache"))
@@ -385,27 +512,70 @@ def make_env():
     return env
 
 
-def build(tgt_name, variant, jobs=None, force=False):
-    """Build (or reuse) the kernel for tgt_name/variant; return its image path."""
+class BuildLock:
+    """One kernel build at a time on this build/: the variants share one
+    source tree, so a second build waits for the first."""
+
+    def __enter__(self):
+        os.makedirs(BUILD, exist_ok=True)
+        self.f = open(os.path.join(BUILD, "build.lock"), "a")
+        try:
+            fcntl.flock(self.f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log("[kernel] waiting for another kernel build on this build/ to end")
+            fcntl.flock(self.f, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        self.f.close()
+
+
+def build_record(tgt_name, variant, which="last"):
+    """What a build recorded, or None: which="last" is the last build
+    (last-build.json), "cold" the first one from an empty object folder
+    (cold-build.json, kept until build/ is wiped)."""
+    text = read_text(os.path.join(out_dir(tgt_name, variant), f"{which}-build.json"))
+    try:
+        return json.loads(text) if text else None
+    except ValueError:
+        return None
+
+
+def build(tgt_name, variant, jobs=None, force=False, record=None, cand=NO_CANDIDATE):
+    """Build (or reuse) the kernel for tgt_name/variant (the candidate
+    variants: of cand); return its image path. With record (a dict),
+    record["cached"] says whether the image was reused."""
     tgt = target(tgt_name)
     check_variant(variant)
     cross = tgt["cross_compile"]
     need_tools(["make", "ccache", "flex", "bison", "bc", "patch", cross + "gcc"])
-    key = cache_key(tgt, variant)
+    key = cache_key(tgt, variant, cand)
     out = out_dir(tgt_name, variant)
     if not force and read_text(os.path.join(out, "key")) == key and os.path.isfile(image_path(tgt_name, variant)):
         log(f"[kernel {tgt_name}/{variant}] up to date ({key[:12]})")
+        if record is not None:
+            record["cached"] = True
         return image_path(tgt_name, variant)
+    if record is not None:
+        record["cached"] = False
+    with BuildLock():
+        return _build(tgt, variant, key, jobs, cand)
 
+
+def _build(tgt, variant, key, jobs, cand):
+    tgt_name, cross = tgt["name"], tgt["cross_compile"]
+    out = out_dir(tgt_name, variant)
     start = time.monotonic()
-    src = prepare_tree(variant)
+    src = prepare_tree(variant, cand)
+    tree_s = time.monotonic() - start
     plain = base_variant(variant)
     objname = f"o-{tgt_name}" + (DEBUG_SUFFIX if is_debug(variant) else "")
-    if plain == CANDIDATE and _candidate["source"]:
+    if plain == CANDIDATE and cand.source:
         # Nothing is written into the user's tree: objects go to build/.
         obj = objname = os.path.join(BUILD, "obj", "candidate", objname)
     else:
         obj = os.path.join(src, objname)
+    new_objects = not os.path.isfile(os.path.join(obj, ".config"))
     os.makedirs(obj, exist_ok=True)
     jobs = jobs or (os.cpu_count() or 1) + 1
     label = f"kernel {tgt_name}/{variant}"
@@ -419,19 +589,32 @@ def build(tgt_name, variant, jobs=None, force=False):
     mk = ["make", f"O={objname}", f"ARCH={tgt['kernel_arch']}", f"CROSS_COMPILE={cross}",
           f"CC=ccache {cross}gcc", "HOSTCC=ccache gcc"]
     frags = fragments(tgt, variant)
-    log(f"[{label}] configuring (log: {os.path.relpath(logpath, TOP)})")
-    run_logged(mk + ["tinyconfig"], logpath, label, cwd=src, env=env, error=failed)
-    run_logged([os.path.join(src, "scripts/kconfig/merge_config.sh"), "-m", "-O", obj,
-                os.path.join(obj, ".config")] + frags, logpath, label, cwd=src, env=env,
-               error=failed)
-    run_logged(mk + ["olddefconfig"], logpath, label, cwd=src, env=env, error=failed)
+    ckey = config_key(tgt, variant, src, frags)
+    cstamp = os.path.join(obj, CONFIG_STAMP)
+    config_s = 0.0
+    if ckey and read_text(cstamp) == ckey and os.path.isfile(os.path.join(obj, ".config")):
+        log(f"[{label}] configuration unchanged (log: {os.path.relpath(logpath, TOP)})")
+    else:
+        if os.path.exists(cstamp):
+            os.unlink(cstamp)
+        log(f"[{label}] configuring (log: {os.path.relpath(logpath, TOP)})")
+        config_s += run_logged(mk + ["tinyconfig"], logpath, label, cwd=src, env=env,
+                               error=failed)
+        config_s += run_logged([os.path.join(src, "scripts/kconfig/merge_config.sh"), "-m", "-O",
+                                obj, os.path.join(obj, ".config")] + frags, logpath, label,
+                               cwd=src, env=env, error=failed)
+        config_s += run_logged(mk + ["olddefconfig"], logpath, label, cwd=src, env=env,
+                               error=failed)
     config_text = read_text(os.path.join(obj, ".config"))
     misses = verify_config(config_text, frags)
     if misses:
         raise failed(f"[{label}] config fragment lines that did not stick:\n  " + "\n  ".join(misses))
-    log(f"[{label}] building with -j{jobs}")
-    run_logged(mk + [f"-j{jobs}", os.path.basename(tgt["image"])], logpath, label,
-               cwd=src, env=env, count_prefix="  CC", error=failed)
+    if ckey:
+        atomic_write(cstamp, ckey)
+    log(f"[{label}] building with -j{jobs}" + ("" if new_objects else ", objects kept"))
+    counted = {}
+    make_s = run_logged(mk + [f"-j{jobs}", os.path.basename(tgt["image"])], logpath, label,
+                        cwd=src, env=env, count_prefix="  CC", error=failed, counted=counted)
     built = os.path.join(obj, tgt["image"])
     if not os.path.isfile(built):
         raise failed(f"[{label}] build finished but {built} is missing")
@@ -442,7 +625,15 @@ def build(tgt_name, variant, jobs=None, force=False):
     atomic_copy(built, image_path(tgt_name, variant))
     atomic_copy(os.path.join(obj, ".config"), os.path.join(out, "config"))
     secs = time.monotonic() - start
-    atomic_write(os.path.join(out, "build-seconds"), f"{secs:.1f}\n")
+    record = {"seconds": round(secs, 1), "tree": round(tree_s, 1), "config": round(config_s, 1),
+              "make": round(make_s, 1), "compiled": counted.get("lines", 0),
+              "objects": "new" if new_objects else "kept", "jobs": jobs,
+              "finished": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+    text = json.dumps(record, indent=1) + "\n"
+    atomic_write(os.path.join(out, "last-build.json"), text)
+    if new_objects and build_record(tgt_name, variant, "cold") is None:
+        atomic_write(os.path.join(out, "cold-build.json"), text)
     atomic_write(keyfile, key)
-    log(f"[{label}] done in {secs:.0f}s")
+    log(f"[{label}] done in {secs:.0f}s ({record['compiled']} files compiled"
+        + ("" if new_objects else ", objects kept") + ")")
     return image_path(tgt_name, variant)

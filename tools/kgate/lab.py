@@ -17,7 +17,7 @@ import urllib.parse
 
 import yaml
 
-from . import lavalog, render, results
+from . import kernel, lavalog, render, results
 from . import run as runner
 from .common import BUILD, TOP, KgateError, atomic_write, check_variant, log, need_tools, target
 
@@ -34,16 +34,17 @@ def check_base_url(url):
     return url.rstrip("/") + "/"
 
 
-def stage(tgt_name, variants, jobs=None):
+def stage(tgt_name, variants, jobs=None, cand=kernel.NO_CANDIDATE):
     """Build what is missing and link the artifacts under build/serve,
     content-addressed (sha256/<hash>/<name>): a URL never changes what
     it names, so a lab cannot test the wrong kernel. Returns
     {variant: {'kernel': {'path', 'sha256'}, 'rootfs': {...}}} with path
     relative to build/serve."""
     out = {}
-    for v, arts in runner.artifacts(tgt_name, variants, jobs=jobs).items():
+    for v, arts in runner.artifacts(tgt_name, variants, jobs=jobs, cand=cand).items():
         out[v] = {}
-        for kind, a in arts.items():
+        for kind in ("kernel", "rootfs"):
+            a = arts[kind]
             rel = os.path.join("sha256", a["sha256"], os.path.basename(a["path"]))
             dst = os.path.join(SERVE, rel)
             if not os.path.exists(dst):
@@ -58,7 +59,8 @@ def stage(tgt_name, variants, jobs=None):
     return out
 
 
-def write_lab_jobs(tgt_names, variants, base_url, jobs=None, **overrides):
+def write_lab_jobs(tgt_names, variants, base_url, jobs=None, cand=kernel.NO_CANDIDATE,
+                   **overrides):
     """Render, validate and write the lab jobs; return a list of
     {'target', 'variant', 'file', 'kernel_sha256', 'rootfs_sha256'}."""
     base = check_base_url(base_url)
@@ -68,7 +70,7 @@ def write_lab_jobs(tgt_names, variants, base_url, jobs=None, **overrides):
         for v in variants:
             check_variant(v)
         tvariants = runner.target_variants(name, variants)
-        staged = stage(name, tvariants, jobs=jobs)
+        staged = stage(name, tvariants, jobs=jobs, cand=cand)
         for v in tvariants:
             k, r = staged[v]["kernel"], staged[v]["rootfs"]
             text = render.render_job(tgt, v, {"url": base + k["path"], "sha256": k["sha256"]},
@@ -129,7 +131,8 @@ def write_record(run_dir, record):
     atomic_write(os.path.join(run_dir, SUBMITTED), json.dumps(record, indent=2) + "\n")
 
 
-def submit(identity, tgt_names, variants, base_url, jobs=None, repeat=1, **overrides):
+def submit(identity, tgt_names, variants, base_url, jobs=None, repeat=1,
+           cand=kernel.NO_CANDIDATE, **overrides):
     """Submit the lab jobs, each `repeat` times; return the run folder
     with submitted.json. The job definitions are kept in the run folder
     (<target>-<variant>.job.yaml), so that a retry submits what was
@@ -137,7 +140,7 @@ def submit(identity, tgt_names, variants, base_url, jobs=None, repeat=1, **overr
     if repeat < 1:
         raise KgateError(f"--repeat wants 1 or more, not {repeat}")
     version = check_identity(identity)
-    items = write_lab_jobs(tgt_names, variants, base_url, jobs=jobs, **overrides)
+    items = write_lab_jobs(tgt_names, variants, base_url, jobs=jobs, cand=cand, **overrides)
     run_dir = runner.new_run_dir()
     record = {"identity": identity, "server_version": version, "base_url": base_url,
               "submitted": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

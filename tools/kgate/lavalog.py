@@ -2,6 +2,7 @@
 line ('{"dt": ..., "lvl": ..., "msg": ...}'); test results appear only
 in 'lvl: results' lines."""
 import datetime
+import os
 import re
 
 import yaml
@@ -39,6 +40,14 @@ KERNEL_LOG_DEFINITION = "kgate"
 DMESG_PREFIX = "kgate-dmesg: "
 DMESG_BEGIN = "kgate-kernel-log: begin"
 DMESG_END = "kgate-kernel-log: end"
+# LAVA's top-level actions ("start: 2 boot-image-retry ..."), by the
+# phase of a job each one is.
+PHASES = {"deployimages": "deploy", "boot-image-retry": "boot", "lava-test-retry": "tests",
+          "finalize": "finalize"}
+ACTION = re.compile(r"^(start|end): (\d+) ([\w-]+)")
+# A step of the test run, echoed by its shell: its program is the
+# argument of kgate-lava or a kgate- command (None for "+ set +x").
+STEP = re.compile(r"^\+ (?:kgate-lava (\S+)|(kgate-\S+))?")
 # What a kernel says when something went wrong inside it (6.1's texts):
 # die() headers on every arch ("Oops", "[#1]": x86's invalid opcode and
 # GP faults, arm's "Internal error", mips' "Kernel bug detected"),
@@ -147,6 +156,8 @@ def parse(text):
     job_result = None
     health = None
     boot_at = first_at = last_at = None
+    phases, started, programs = {}, {}, {}
+    program, in_run = None, False
     for e in parse_lines(text):
         lvl = e.get("lvl")
         msg = e.get("msg")
@@ -154,6 +165,14 @@ def parse(text):
         last_at = at or last_at
         if boot_at is None and isinstance(msg, str) and msg.startswith("Boot command:"):
             boot_at = at
+        m = ACTION.match(msg) if lvl == "info" and isinstance(msg, str) and at else None
+        if m and m.group(3) in PHASES:
+            if m.group(1) == "start":
+                started[m.group(2)] = at
+            elif m.group(2) in started:
+                phase = PHASES[m.group(3)]
+                secs = (at - started.pop(m.group(2))).total_seconds()
+                phases[phase] = round(phases.get(phase, 0) + secs, 2)
         if lvl == "results" and isinstance(msg, dict):
             definition = str(msg.get("definition", ""))
             case = str(msg.get("case", ""))
@@ -178,6 +197,19 @@ def parse(text):
         elif lvl == "input" and isinstance(msg, str):
             sent.add(msg.strip())
         elif lvl == "target" and isinstance(msg, str):
+            # Each step of the test run is echoed ("+ kgate-lava
+            # /usr/bin/backlog_coalesce"): a program runs until the
+            # next step or the end of the run.
+            step = STEP.match(msg) if in_run else None
+            if (step or msg.startswith("<LAVA_SIGNAL_ENDRUN")) and program and at:
+                programs[program[0]] = round((at - program[1]).total_seconds(), 2)
+                program = None
+            if step and at and (step.group(1) or step.group(2)):
+                program = (os.path.basename(step.group(1) or step.group(2)), at)
+            if msg.startswith("<LAVA_SIGNAL_STARTRUN"):
+                in_run = True
+            elif msg.startswith("<LAVA_SIGNAL_ENDRUN"):
+                in_run = False
             if msg.startswith(DMESG_PREFIX):
                 dump.append(msg[len(DMESG_PREFIX):])
                 continue
@@ -203,6 +235,9 @@ def parse(text):
         timing["boot_to_first_result"] = round((first_at - boot_at).total_seconds(), 2)
     if boot_at and last_at:
         timing["boot_to_end"] = round((last_at - boot_at).total_seconds(), 2)
+    timing.update(phases)
+    if programs:
+        timing["programs"] = programs
     return {"cases": cases, "health": health, "job": job_result, "errors": errors,
             "timing": timing, "tail": tail, "console": console, "dmesg": dumped}
 

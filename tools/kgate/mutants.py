@@ -227,14 +227,14 @@ def stage(mutant, out=None):
 def run_one(mutant, target_names, parallel=2, jobs=None):
     """Build and run one mutant as the candidate kernel (a debug mutant:
     its debug kernel, on the targets that have one); return its result."""
-    kernel.set_candidate(patches=stage(mutant))
     start = time.monotonic()
     doc = run_dir = error = None
     if mutant.get("debug"):
         target_names = [t for t in target_names if kernel.has_debug(t)] or target_names
     try:
+        cand = kernel.Candidate(patches=stage(mutant))
         doc, run_dir = runner.run(target_names, [variant(mutant)], parallel=parallel, jobs=jobs,
-                                  bench=False, latest=False)
+                                  bench=False, latest=False, cand=cand)
     except KgateError as e:
         # A mutant that does not apply or build, or a run that broke:
         # this mutant is undecided; the others still run.

@@ -3,6 +3,7 @@ and variant), read by CI systems (GitLab, Jenkins, ...)."""
 import xml.etree.ElementTree as ET
 
 from . import results
+from .common import format_table
 
 
 def _case_outcome(job, case):
@@ -103,6 +104,33 @@ def _cell(job, case_name, result):
         result, ("none", result))
 
 
+def fmt_seconds(v, unit="s"):
+    if v is None:
+        return "-"
+    if unit == "s" and v >= 600:
+        return f"{int(v) // 60} min {int(v) % 60:02d} s"
+    return f"{v:.0f}{unit}" if v >= 10 else f"{v:.1f}{unit}"
+
+
+def phases_table(doc):
+    """Where each job of a run spent its time (job['timing'])."""
+    f = fmt_seconds
+    heads = ["job", "queued", "kernel build", "deploy", "boot", "test_pkt", "backlog_coalesce",
+             "bench", "kernel log", "finalize", "lava-run other", "total"]
+    rows = []
+    for j in doc.get("jobs", []):
+        t = j.get("timing") or {}
+        p = t.get("programs", {})
+        b = t.get("build", {})
+        built = "cached" if b.get("cached") else f(b.get("kernel"))
+        rows.append([f"{j['target']}/{j['variant']}", f(t.get("queued")), built,
+                     f(t.get("deploy")), f(t.get("boot")), f(p.get("test_pkt")),
+                     f(p.get("backlog_coalesce")), f(p.get("backlog_bench")),
+                     f(p.get("kgate-kernel-log")), f(t.get("finalize")),
+                     f(t.get("lava_overhead")), f(j.get("seconds"))])
+    return format_table(heads, rows)
+
+
 def html(doc, plot_svg=None, figures_text=None):
     """A self-contained HTML page of a run: the verdict, one row per job,
     the matrix of every case against every job (colour and text), the
@@ -154,6 +182,8 @@ def html(doc, plot_svg=None, figures_text=None):
             where = f"{j['target']}/{j['variant']}"
             out.append(f"<h3>{e(where)}: first splat</h3>")
             out.append(f'<pre class="splat" data-job="{e(where)}">{e(chr(10).join(splat))}</pre>')
+    out.append("<h2>Where the time went</h2>")
+    out.append(f'<pre id="timing">{e(phases_table(doc))}</pre>')
     if figures_text:
         out.append("<h2>Throughput and backlog drain</h2>")
         if plot_svg:

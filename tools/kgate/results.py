@@ -308,15 +308,17 @@ def flat_results(jobs):
     return rows
 
 
-def write_json(path, run_id, started, finished, jobs, candidate=None):
+def write_json(path, run_id, started, finished, jobs, candidate=None, seconds=None):
     """candidate: what the candidate kernel was ({'patches': DIR} or
-    {'source': DIR}), when the run had one."""
+    {'source': DIR}), when the run had one; seconds: the run's wall
+    time, builds included."""
     verdict, code, summary = run_verdict(jobs)
     doc = {
         "schema": SCHEMA_VERSION,
         "run": run_id,
         "started": started,
         "finished": finished,
+        "seconds": seconds,
         "verdict": verdict,
         "exit_code": code,
         "summary": summary,

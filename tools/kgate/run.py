@@ -50,14 +50,10 @@ class RunLock:
         self.f.close()
 
 
-# Prebuilt candidate images: {target: path} (kgate.py run --image T=PATH).
-candidate_images = {}
-
-
-def candidate_image(tgt_name):
-    """The user's prebuilt image, copied next to the built ones (so a
-    run and a lab fetch one fixed file)."""
-    src = candidate_images[tgt_name]
+def candidate_image(tgt_name, cand):
+    """The user's prebuilt image (kgate.py run --image T=PATH), copied
+    next to the built ones (so a run and a lab fetch one fixed file)."""
+    src = cand.images[tgt_name]
     if not os.path.isfile(src):
         raise KgateError(f"--image {tgt_name}={src}: no such file")
     dst = kernel.image_path(tgt_name, CANDIDATE)
@@ -80,21 +76,30 @@ def target_variants(tgt_name, variants):
     return out
 
 
-def artifacts(tgt_name, variants, jobs=None):
-    """Build (or reuse) kernels and initramfs; return {variant: {...}}."""
+def artifacts(tgt_name, variants, jobs=None, cand=kernel.NO_CANDIDATE):
+    """Build (or reuse) kernels (the candidate: cand's) and initramfs;
+    return {variant: {...}},
+    each with "build": the seconds this run spent on its kernel and
+    initramfs, and whether the kernel was cached."""
     out = {}
+    t0 = time.monotonic()
     rfs = rootfs.build(tgt_name, jobs=jobs)
+    rfs_s = round(time.monotonic() - t0, 1)
     rfs_art = {"url": "file://" + rfs, "sha256": sha256_file(rfs), "path": rfs}
     for v in variants:
-        if v == CANDIDATE and candidate_images:
-            if tgt_name not in candidate_images:
+        t0 = time.monotonic()
+        rec = {"cached": False}
+        if v == CANDIDATE and cand.images:
+            if tgt_name not in cand.images:
                 raise KgateError(f"no --image for {tgt_name} (given for: "
-                                 f"{', '.join(sorted(candidate_images))})")
-            img = candidate_image(tgt_name)
+                                 f"{', '.join(sorted(cand.images))})")
+            img = candidate_image(tgt_name, cand)
+            rec["prebuilt"] = True
         else:
-            img = kernel.build(tgt_name, v, jobs=jobs)
+            img = kernel.build(tgt_name, v, jobs=jobs, record=rec, cand=cand)
+        rec.update(kernel=round(time.monotonic() - t0, 1), rootfs=rfs_s)
         out[v] = {"kernel": {"url": "file://" + img, "sha256": sha256_file(img), "path": img},
-                  "rootfs": rfs_art}
+                  "rootfs": rfs_art, "build": rec}
     return out
 
 
@@ -209,8 +214,9 @@ def attempt_folder(name, variant, run, retry):
 
 
 def run(target_names, variants=VARIANTS, parallel=1, jobs=None, bench=True,
-        latest=True, retry_infra=1, repeat=1):
-    """Run the matrix for target_names x variants; return (doc, run_dir).
+        latest=True, retry_infra=1, repeat=1, cand=kernel.NO_CANDIDATE, overlap=True):
+    """Run the matrix for target_names x variants (the candidate
+    variants: cand, a kernel.Candidate); return (doc, run_dir).
 
     bench=False leaves the benchmark out of every job; latest=False
     leaves build/runs/latest pointing where it did. A job whose verdict
@@ -219,7 +225,9 @@ def run(target_names, variants=VARIANTS, parallel=1, jobs=None, bench=True,
     'attempts'. Only infrastructure is retried: a job with a failed case
     is a regression, never run again into a pass. repeat runs each job
     that many times; runs that disagree make it flaky
-    (results.combine_runs).
+    (results.combine_runs). overlap starts a target's jobs as soon as
+    its kernels and initramfs are built, while the next target builds
+    (not with repeat: its rounds need every job first).
     """
     if repeat < 1:
         raise KgateError(f"--repeat wants 1 or more, not {repeat}")
@@ -231,24 +239,20 @@ def run(target_names, variants=VARIANTS, parallel=1, jobs=None, bench=True,
         raise KgateError(f"no job to run: none of {', '.join(target_names)} has a "
                          f"{' or '.join(variants)} kernel")
     check_runnable()
+    overlap = overlap and repeat == 1
     with RunLock():
+        t_start = time.monotonic()
         started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-        todo = []
-        for tgt, tvariants in plan:
-            arts = artifacts(tgt["name"], tvariants, jobs=jobs)
-            paths = render.write_local(tgt["name"], arts, bench=bench)
-            for v in tvariants:
-                todo.append((tgt["name"], v, paths[v], render.device_path(tgt["name"]), arts[v]))
-        run_dir = new_run_dir()
-        log(f"[run] {len(todo)} jobs" + (f", each {repeat} times" if repeat > 1 else "") +
-            f", {parallel} at a time; results in {os.path.relpath(run_dir, TOP)}")
+        run_dir = None
+        stopping = threading.Event()
 
         def attempt(item, r, n):
-            name, v, job_path, dev, art = item
+            name, v, job_path, dev, art, queued = item
             folder = attempt_folder(name, v, r, n)
             outdir = os.path.join(run_dir, folder)
             os.makedirs(outdir)
             shutil.copy(job_path, os.path.join(outdir, "job.yaml"))
+            waited = time.monotonic() - queued
             log(f"[run] start  {name}/{v}" + (f" (run {r + 1} of {repeat})" if repeat > 1 else "")
                 + (f" (retry {n} after infrastructure)" if n else ""))
             # lava-run is stopped when the job's own timeout has passed.
@@ -257,10 +261,16 @@ def run(target_names, variants=VARIANTS, parallel=1, jobs=None, bench=True,
                                                   bench=render.has_bench(v, bench),
                                                   errors=parsed["errors"])
             log(f"[run] end    {name}/{v}: {verdict} ({reason}) in {secs:.1f}s")
+            # Where the time went: built (this run), queued for a
+            # worker, then lava-run's phases (lavalog.parse) and what
+            # is left of its wall time (start-up, exit).
+            timing = dict(parsed["timing"], build=art.get("build", {}), queued=round(waited, 1))
+            phases = sum(timing.get(p, 0) for p in set(lavalog.PHASES.values()))
+            timing["lava_overhead"] = round(max(0.0, secs - phases), 1)
             job = {
                 "target": name, "variant": v, "verdict": verdict, "reason": reason,
                 "health": parsed["health"], "errors": parsed["errors"],
-                "seconds": round(secs, 1), "timing": parsed["timing"], "cases": parsed["cases"],
+                "seconds": round(secs, 1), "timing": timing, "cases": parsed["cases"],
                 "kernel_sha256": art["kernel"]["sha256"], "rootfs_sha256": art["rootfs"]["sha256"],
                 "log": os.path.join(folder, "lava.log"),
             }
@@ -268,8 +278,6 @@ def run(target_names, variants=VARIANTS, parallel=1, jobs=None, bench=True,
                 # what the program said last on the kernel that broke it
                 job["tail"] = parsed["tail"]
             return job
-
-        stopping = threading.Event()
 
         def one(task):
             item, r = task
@@ -279,32 +287,61 @@ def run(target_names, variants=VARIANTS, parallel=1, jobs=None, bench=True,
                 tried.append(attempt(item, r, len(tried)))
             return tried
 
-        # Interrupted (Ctrl-C, or SIGTERM from a CI runner): stop the
-        # guests and write nothing, so no half run looks complete.
+        # Interrupted (Ctrl-C, or SIGTERM from a CI runner) or a build
+        # that failed under running jobs: stop the guests and write
+        # nothing, so no half run looks complete.
         old_term = signal.signal(signal.SIGTERM, _on_sigterm)
         try:
             with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
                 try:
-                    # In rounds (each job once, then again): the runs
-                    # of a job never run beside each other, and a round
-                    # loads the machine as a run without --repeat does.
-                    rounds = [list(pool.map(one, [(item, r) for item in todo]))
-                              for r in range(repeat)]
-                    done = [results.combine_runs([rnd[i] for rnd in rounds])
-                            for i in range(len(todo))]
-                except KeyboardInterrupt:
+                    todo, futures = [], []
+                    for tgt, tvariants in plan:
+                        arts = artifacts(tgt["name"], tvariants, jobs=jobs, cand=cand)
+                        paths = render.write_local(tgt["name"], arts, bench=bench)
+                        if run_dir is None:
+                            run_dir = new_run_dir()
+                            log(f"[run] {sum(len(vs) for _, vs in plan)} jobs" +
+                                (f", each {repeat} times" if repeat > 1 else "") +
+                                f", {parallel} at a time" +
+                                (", each target's as soon as it is built" if overlap else "") +
+                                f"; results in {os.path.relpath(run_dir, TOP)}")
+                        for v in tvariants:
+                            item = (tgt["name"], v, paths[v], render.device_path(tgt["name"]),
+                                    arts[v], time.monotonic())
+                            todo.append(item)
+                            if overlap:
+                                futures.append(pool.submit(one, (item, 0)))
+                    if overlap:
+                        done = [results.combine_runs([f.result()])
+                                for f in futures]
+                    else:
+                        # In rounds (each job once, then again): the runs
+                        # of a job never run beside each other, and a
+                        # round loads the machine as a run without
+                        # --repeat does.
+                        now = time.monotonic()
+                        todo = [it[:5] + (now,) for it in todo]
+                        rounds = [list(pool.map(one, [(item, r) for item in todo]))
+                                  for r in range(repeat)]
+                        done = [results.combine_runs([rnd[i] for rnd in rounds])
+                                for i in range(len(todo))]
+                except BaseException as e:  # noqa: B036 (re-raised)
                     stopping.set()
                     pool.shutdown(wait=False, cancel_futures=True)
                     stop_jobs()
-                    log(f"[run] interrupted: no results written in {os.path.relpath(run_dir, TOP)}")
+                    if run_dir:
+                        why = "interrupted" if isinstance(e, KeyboardInterrupt) else "stopped"
+                        log(f"[run] {why}: no results written in "
+                            f"{os.path.relpath(run_dir, TOP)}")
                     raise
         finally:
             signal.signal(signal.SIGTERM, old_term)
         finished = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         doc = results.write_json(os.path.join(run_dir, "results.json"), os.path.basename(run_dir),
                                  started, finished, done,
-                                 candidate=kernel.describe_candidate()
-                                 if CANDIDATE in map(base_variant, variants) else None)
+                                 candidate=cand.describe()
+                                 if CANDIDATE in map(base_variant, variants) else None,
+                                 seconds=round(time.monotonic() - t_start, 1))
         write_reports(run_dir, doc)
         if latest:
             point_latest(run_dir)

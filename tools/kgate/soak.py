@@ -5,6 +5,7 @@ import datetime
 import json
 import os
 
+from . import kernel
 from . import run as runner
 from .common import BUILD, KgateError, atomic_write, log
 
@@ -31,7 +32,8 @@ def flips(docs):
     return lines, {"runs": len(docs), "results_per_run": len(seen), "changed": n_flips}
 
 
-def soak(times, target_names, variants, parallel=2, jobs=None, retry_infra=1):
+def soak(times, target_names, variants, parallel=2, jobs=None, retry_infra=1,
+         cand=kernel.NO_CANDIDATE):
     """Run the matrix `times` times; return (text, exit code)."""
     if times < 2:
         raise KgateError("a soak needs at least 2 runs")
@@ -42,7 +44,7 @@ def soak(times, target_names, variants, parallel=2, jobs=None, retry_infra=1):
     for i in range(times):
         log(f"[soak] run {i + 1} of {times}")
         doc, run_dir = runner.run(target_names, variants, parallel=parallel, jobs=jobs,
-                                  retry_infra=retry_infra)
+                                  retry_infra=retry_infra, cand=cand)
         docs.append(doc)
         run_ids.append(os.path.basename(run_dir))
         log(f"[soak] run {i + 1}: {doc['verdict']} ({doc['summary']})")
