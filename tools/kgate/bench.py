@@ -133,10 +133,12 @@ def goals(names, docs):
     out = []
     warm = warm_run(docs, names)
     out.append(("warm", warm and warm["seconds"],
-                warm and f"run {warm['run']}, {len(warm['jobs'])} jobs"))
+                warm and f"run {warm['run']}, {len(_targets(warm))} targets, "
+                f"{len(warm['jobs'])} jobs"))
     cand = candidate_run(docs, names)
     out.append(("candidate", cand and cand["seconds"],
-                cand and f"run {cand['run']}, {len(cand['jobs'])} jobs"))
+                cand and f"run {cand['run']}, {len(_targets(cand))} targets, "
+                f"{len(cand['jobs'])} jobs"))
     inc = incremental(names)
     if inc:
         slow = max(inc, key=lambda n: inc[n][0])

@@ -395,10 +395,10 @@ def parser():
                        "(--repeat: the runs of a job disagree), 2 usage.")
     add_run_args(s)
     add_repeat_arg(s)
-    s.add_argument("--no-overlap", dest="overlap", action="store_false",
-                   help="build every target's kernels before the first job (default: a "
-                   "target's jobs start as soon as it is built, while the next one builds; "
-                   "--repeat always builds first)")
+    s.add_argument("--overlap", action="store_true",
+                   help="start a target's jobs as soon as its kernels are built, while the "
+                   "next target builds (default: build every kernel first, which was as fast "
+                   "on two cores; not with --repeat)")
     s.set_defaults(func=cmd_run)
     s = sub.add_parser("matrix", help="print the matrix of a run (default: the latest)")
     s.add_argument("results", nargs="?", help="a results.json")
@@ -522,10 +522,17 @@ def parser():
     s.add_argument("-p", "--parallel", type=int, default=2, help="jobs at once (default: 2)")
     s.add_argument("-j", "--jobs", type=int, help="parallel make jobs (default: cores + 1)")
     s.set_defaults(func=cmd_bisect_step)
-    s = sub.add_parser("bench", help="print build and boot figures per target",
-                       description="Without --cold: the figures the last builds and the latest "
-                       "run recorded. With --cold: remove all build outputs and the ccache, "
-                       "run the matrix from nothing, then again warm, and print both times.")
+    s = sub.add_parser("bench", help="print where the time goes, and each speed goal "
+                       "against its figure",
+                       description="Per target: the first cold build and the last known-bad "
+                       "build (seconds, files compiled), the initramfs, and the latest run's "
+                       "boot and program times; every job of the latest run by phase (queued, "
+                       "build, deploy, boot, each program, finalize); then each goal (warm "
+                       "matrix, one-patch candidate on every target, incremental build, cold "
+                       "matrix) against the newest run or build that measures it. With --cold: "
+                       "first remove all build outputs and the ccache, run the matrix from "
+                       "nothing, then again warm, and record both (build/bench/cold.json). "
+                       "A benchmark: it prints, exit 0.")
     s.add_argument("target", nargs="*", help="targets (default: all)")
     s.add_argument("--cold", action="store_true", help="rebuild everything from nothing first")
     s.add_argument("-p", "--parallel", type=int, default=2, help="jobs at once (default: 2)")

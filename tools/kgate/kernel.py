@@ -586,6 +586,14 @@ def _build(tgt, variant, key, jobs, cand):
     if os.path.exists(logpath):
         os.unlink(logpath)
     env = make_env()
+    if new_objects:
+        # A cold build misses ccache on every file, and a miss costs
+        # here nearly as much again as the compile (79 files of
+        # net/ipv4: 38 s plain, 70 s through ccache, 43 s with ccache
+        # disabled): fill it only from incremental builds, whose files
+        # come back as variants switch. The command line stays the same
+        # (CC=ccache ...), so kbuild does not rebuild for it later.
+        env["CCACHE_DISABLE"] = "1"
     mk = ["make", f"O={objname}", f"ARCH={tgt['kernel_arch']}", f"CROSS_COMPILE={cross}",
           f"CC=ccache {cross}gcc", "HOSTCC=ccache gcc"]
     frags = fragments(tgt, variant)
