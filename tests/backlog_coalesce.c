@@ -69,6 +69,7 @@
  * "inconclusive:", never passed.
  */
 #define _GNU_SOURCE
+#include <assert.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <linux/sock_diag.h>
@@ -92,8 +93,8 @@
 #define DEV_NAME	"blc0"
 #define LISTEN_PORT	5001
 #define PEER_PORT	40000
-_Static_assert(LISTEN_PORT != PEER_BARRIER_LPORT && PEER_PORT != PEER_BARRIER_PPORT,
-	       "the barrier's ports must be nobody's");
+static_assert(LISTEN_PORT != PEER_BARRIER_LPORT && PEER_PORT != PEER_BARRIER_PPORT,
+	      "the barrier's ports must be nobody's");
 #define PEER_WINDOW	64000
 #define OTHER_WINDOW	60000
 #define OLD_WINDOW	50000
