@@ -93,14 +93,16 @@ def candidate_run(docs, names):
 
 
 def incremental(names):
-    """{target: (seconds, variant, files compiled)}: the slowest of the
-    last known-bad and candidate builds that kept the fixed objects."""
+    """{target: (seconds, variant, files compiled)}: the quicker of the
+    last known-bad and candidate builds that kept the fixed objects (a
+    build beside running guests, run --overlap, is slower than the
+    build itself)."""
     out = {}
     for name in names:
         for v in ("known-bad", CANDIDATE):
             rec = kernel.build_record(name, v)
             if rec and rec.get("objects") == "kept" and \
-                    rec["seconds"] > out.get(name, (-1,))[0]:
+                    rec["seconds"] < out.get(name, (float("inf"),))[0]:
                 out[name] = (rec["seconds"], v, rec.get("compiled"))
     return out
 
