@@ -249,8 +249,8 @@ def run(target_names, variants=VARIANTS, parallel=1, jobs=None, bench=True,
         run_dir = None
         stopping = threading.Event()
 
-        def attempt(item, r, n):
-            name, v, job_path, dev, art, queued = item
+        def attempt(item, r, n, queued):
+            name, v, job_path, dev, art = item
             folder = attempt_folder(name, v, r, n)
             outdir = os.path.join(run_dir, folder)
             os.makedirs(outdir)
@@ -283,11 +283,13 @@ def run(target_names, variants=VARIANTS, parallel=1, jobs=None, bench=True,
             return job
 
         def one(task):
-            item, r = task
-            tried = [attempt(item, r, 0)]
+            # queued: when the job was handed to the pool (a retry's
+            # wait counts from there too)
+            item, r, queued = task
+            tried = [attempt(item, r, 0, queued)]
             while (tried[-1]["verdict"] == results.INFRA and len(tried) <= retry_infra and
                    not stopping.is_set()):
-                tried.append(attempt(item, r, len(tried)))
+                tried.append(attempt(item, r, len(tried), queued))
             return tried
 
         # Interrupted (Ctrl-C, or SIGTERM from a CI runner) or a build
@@ -310,10 +312,10 @@ def run(target_names, variants=VARIANTS, parallel=1, jobs=None, bench=True,
                                 f"; results in {os.path.relpath(run_dir, TOP)}")
                         for v in tvariants:
                             item = (tgt["name"], v, paths[v], render.device_path(tgt["name"]),
-                                    arts[v], time.monotonic())
+                                    arts[v])
                             todo.append(item)
                             if overlap:
-                                futures.append(pool.submit(one, (item, 0)))
+                                futures.append(pool.submit(one, (item, 0, time.monotonic())))
                     if overlap:
                         done = [results.combine_runs([f.result()])
                                 for f in futures]
@@ -322,9 +324,8 @@ def run(target_names, variants=VARIANTS, parallel=1, jobs=None, bench=True,
                         # of a job never run beside each other, and a
                         # round loads the machine as a run without
                         # --repeat does.
-                        now = time.monotonic()
-                        todo = [it[:5] + (now,) for it in todo]
-                        rounds = [list(pool.map(one, [(item, r) for item in todo]))
+                        rounds = [list(pool.map(one, [(item, r, time.monotonic())
+                                                      for item in todo]))
                                   for r in range(repeat)]
                         done = [results.combine_runs([rnd[i] for rnd in rounds])
                                 for i in range(len(todo))]
