@@ -328,6 +328,13 @@ def patched_paths(patch_files):
     return paths
 
 
+def _apply(patch, tree):
+    """GNU patch -p1 of one patch file in tree (it writes a new file for
+    each file it changes, never through a hard link)."""
+    return subprocess.run(["patch", "-p1", "--forward", "--no-backup-if-mismatch", "-s", "-i",
+                           patch], cwd=tree, capture_output=True, text=True)
+
+
 def _sparse_patch(tmp, base, patch_files):
     """Apply the patches to a tree holding only the files they name
     (hard links into base): the new text of a tree update without
@@ -345,18 +352,16 @@ def _sparse_patch(tmp, base, patch_files):
             os.makedirs(os.path.dirname(os.path.join(tmp, r)), exist_ok=True)
             os.link(src, os.path.join(tmp, r))
     for p in patch_files:
-        r = subprocess.run(["patch", "-p1", "--forward", "--no-backup-if-mismatch", "-s", "-i", p],
-                           cwd=tmp, capture_output=True, text=True)
-        if r.returncode != 0:
+        if _apply(p, tmp).returncode != 0:
             shutil.rmtree(tmp, ignore_errors=True)
             return None
-    changed = set()
     for d, _, files in os.walk(tmp):
         for f in files:
             r = os.path.relpath(os.path.join(d, f), tmp)
             if r not in paths:  # a file patch made that no header named
                 shutil.rmtree(tmp, ignore_errors=True)
                 return None
+    changed = set()
     for r in paths:
         mine, theirs = os.path.join(tmp, r), os.path.join(base, r)
         if os.path.lexists(mine) != os.path.lexists(theirs) or (
@@ -392,18 +397,15 @@ def prepare_tree(variant, cand=NO_CANDIDATE):
     if old and old[1] == source_id():
         changed = _sparse_patch(tmp, from_dir, patch_files)
         if changed is not None:
-            sparse = changed
-
             def want_of(r):
-                return os.path.join(tmp if r in sparse else from_dir, r)
+                return os.path.join(tmp if r in changed else from_dir, r)
             return _switch(dst, variant, key, want_of, old[2] | changed, changed, tmp)
     # Hard links cost no space; GNU patch writes a new file for each file
     # it changes, so the pristine tree is never modified.
     subprocess.run(["cp", "-al", from_dir, tmp], check=True)
     for p in patch_files:
         log(f"[kernel] {variant}: applying {os.path.relpath(p, TOP)}")
-        r = subprocess.run(["patch", "-p1", "--forward", "--no-backup-if-mismatch", "-s", "-i", p],
-                           cwd=tmp, capture_output=True, text=True)
+        r = _apply(p, tmp)
         if r.returncode != 0:
             shutil.rmtree(tmp, ignore_errors=True)
             # The user's patch failing is the candidate's failure; ours,
