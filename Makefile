@@ -35,7 +35,7 @@ RUN ?=
 BIND ?= 127.0.0.1
 PORT ?= 8011
 
-.PHONY: help deps list source kernel rootfs jobs run matrix compare baseline soak mutants bisect serve submit collect lab-up lab-down check checkpatch clean distclean
+.PHONY: help deps list source kernel rootfs jobs golden run matrix compare baseline soak mutants bisect serve submit collect lab-up lab-down check checkpatch clean distclean
 
 help:
 	@echo "make deps        install every Debian package used (root; idempotent)"
@@ -62,6 +62,8 @@ help:
 	@echo "make kernel      build the kernels of ARCH (default x86_64), both variants"
 	@echo "make rootfs      build the initramfs of ARCH (default x86_64)"
 	@echo "make jobs        render and validate the LAVA jobs of ARCH (default x86_64)"
+	@echo "make golden      render every job and device again into tests/golden (a change"
+	@echo "                 meant: review and commit the diff; make check compares them)"
 	@echo "make check       the project's tests (unit, native, checkpatch, end to end, LAVA lab)"
 	@echo "make checkpatch  scripts/checkpatch.pl on the kernel patches and the C tests"
 	@echo "make selftest-patch  write the backlog test as a patch for the kernel's selftests/net"
@@ -88,6 +90,9 @@ rootfs:
 
 jobs:
 	$(KGATE) jobs $(or $(ARCH),x86_64)
+
+golden:
+	$(KGATE) golden --update
 
 run:
 	$(KGATE) run --parallel $(PARALLEL) --repeat $(REPEAT) $(DEBUG_FLAG) $(ARCH)

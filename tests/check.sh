@@ -3,8 +3,9 @@
 # prints its own output; the last line counts the steps.
 #  1. pkt unit tests (native)           4. the benchmark on this machine's
 #  2. checkpatch on patches and tests      kernel, in its own netns
-#  3. backlog test on this machine's    5. tooling unit tests (pytest)
-#     kernel, in its own netns          6. end to end, both variants, on
+#  3. backlog test on this machine's    5. tooling unit tests (pytest),
+#     kernel, in its own netns             the golden rendered jobs
+#                                       6. end to end, both variants, on
 #                                          x86_64 and on big-endian mips
 #  4b. the selftest patch applied to a copy of the kernel tree, built
 #     with its net/Makefile, run, checkpatch --strict

@@ -11,7 +11,7 @@ import yaml
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 
-from kgate import cli, common, figures, kernel, lavalog, render, results  # noqa: E402
+from kgate import cli, common, figures, golden, kernel, lavalog, render, results  # noqa: E402
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 ART = {"kernel": {"url": "file:///k/image", "sha256": "a" * 64},
@@ -73,6 +73,53 @@ def test_unknown_target_and_variant():
         common.target("sparc")
     with pytest.raises(common.KgateError, match="unknown variant"):
         common.check_variant("broken")
+
+
+# --- golden rendered jobs ----------------------------------------------------
+
+def test_rendered_jobs_match_the_golden_files():
+    """Every job and device as rendered now is the stored one: a change
+    to a template, a target or a default must come with its diff under
+    tests/golden ('kgate.py golden --update')."""
+    diff = golden.compare()
+    assert not diff, "rendered jobs changed; review and run 'kgate.py golden --update':\n" + \
+        "".join(diff[:60])
+
+
+def test_golden_covers_every_target_variant_and_device():
+    names = golden.stored()
+    for name in common.load_targets():
+        assert f"devices/{name}.yaml" in names
+        for flavour in ("local", "lab"):
+            for v in common.VARIANTS + (common.CANDIDATE,):
+                assert f"{flavour}/{name}-{v}.yaml" in names
+            assert (f"{flavour}/{name}-fixed-debug.yaml" in names) == kernel.has_debug(name)
+
+
+def test_golden_sees_a_changed_default_and_a_missing_file(tmp_path, monkeypatch):
+    root = str(tmp_path)
+    written, removed = golden.update(root)
+    assert written == len(golden.stored()) and removed == 0
+    assert golden.compare(root) == []
+    os.unlink(os.path.join(root, "devices", "mips.yaml"))
+    with open(os.path.join(root, "lab", "stale-fixed.yaml"), "w", encoding="utf-8") as f:
+        f.write("job_name: gone\n")
+    monkeypatch.setitem(render.DEFAULTS, "priority", "high")
+    diff = "".join(golden.compare(root))
+    assert "+++ b/tests/golden/devices/mips.yaml" in diff
+    assert "--- a/tests/golden/lab/stale-fixed.yaml" in diff and "+++ /dev/null" in diff
+    assert "-priority: medium\n+priority: high\n" in diff
+    assert golden.update(root)[1] == 1
+    assert golden.compare(root) == []
+
+
+def test_golden_command_exit_codes(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(golden, "GOLDEN", str(tmp_path))
+    assert cli.main(["golden", "--update"]) == 0
+    assert cli.main(["golden"]) == 0
+    monkeypatch.setitem(render.DEFAULTS, "visibility", "personal")
+    assert cli.main(["golden"]) == 1
+    assert "golden --update" in capsys.readouterr().out
 
 
 # --- lava-run logs ---------------------------------------------------------

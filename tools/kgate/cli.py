@@ -2,7 +2,8 @@
 import argparse
 import os
 
-from . import bench, bisect, compare, figures, kernel, lab, mutants, render, results, rootfs, soak
+from . import (bench, bisect, compare, figures, golden, kernel, lab, mutants, render, results,
+               rootfs, soak)
 from . import run as runner
 from . import selftest
 from .common import (ALL_VARIANTS, CANDIDATE, TOP, VARIANTS, CandidateError, InfraError,
@@ -66,6 +67,22 @@ def cmd_jobs(args):
         arts = runner.artifacts(name, VARIANTS, jobs=args.jobs)
         for path in render.write_local(name, arts).values():
             print(os.path.relpath(path, TOP))
+    return 0
+
+
+def cmd_golden(args):
+    if args.update:
+        written, removed = golden.update()
+        print(f"golden: {written} file(s) written, {removed} removed under "
+              f"{os.path.relpath(golden.GOLDEN, TOP)}")
+        return 0
+    diff = golden.compare()
+    if diff:
+        print("".join(diff), end="")
+        print("golden: the rendered jobs differ from the stored ones (above); if the change is "
+              "meant, 'kgate.py golden --update' and commit the diff")
+        return 1
+    print(f"golden: every rendered job and device matches {os.path.relpath(golden.GOLDEN, TOP)}")
     return 0
 
 
@@ -388,6 +405,15 @@ def parser():
     s.add_argument("target", nargs="*", help="targets (default: all)")
     s.add_argument("-j", "--jobs", type=int, help="parallel make jobs (default: cores + 1)")
     s.set_defaults(func=cmd_jobs)
+    s = sub.add_parser("golden", help="compare every rendered job and device with tests/golden",
+                       description="Render every job (local and lab, each target and variant) "
+                       "and every local device with stand-in artifacts, validate each job "
+                       "against LAVA's schema and compare it with its stored copy under "
+                       "tests/golden. Exit status: 0 all match, 1 some differ (the diff is "
+                       "printed), 2 a job does not render or validate.")
+    s.add_argument("--update", action="store_true",
+                   help="write the stored copies again (a change meant: review the diff)")
+    s.set_defaults(func=cmd_golden)
     s = sub.add_parser("run", help="build what is missing and run the jobs locally with lava-run",
                        description="Exit status: 0 gate passed, 1 regression (or the known-bad "
                        "control was missed), 3 infrastructure failure, 4 inconclusive, 5 error (a "

@@ -34,6 +34,12 @@ def check_base_url(url):
     return url.rstrip("/") + "/"
 
 
+def served_path(sha256, path):
+    """Where an artifact is served, relative to build/serve:
+    content-addressed, so a URL never changes what it names."""
+    return os.path.join("sha256", sha256, os.path.basename(path))
+
+
 def stage(tgt_name, variants, jobs=None, cand=kernel.NO_CANDIDATE):
     """Build what is missing and link the artifacts under build/serve,
     content-addressed (sha256/<hash>/<name>): a URL never changes what
@@ -45,7 +51,7 @@ def stage(tgt_name, variants, jobs=None, cand=kernel.NO_CANDIDATE):
         out[v] = {}
         for kind in ("kernel", "rootfs"):
             a = arts[kind]
-            rel = os.path.join("sha256", a["sha256"], os.path.basename(a["path"]))
+            rel = served_path(a["sha256"], a["path"])
             dst = os.path.join(SERVE, rel)
             if not os.path.exists(dst):
                 os.makedirs(os.path.dirname(dst), exist_ok=True)
