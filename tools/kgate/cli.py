@@ -1,13 +1,15 @@
 """kgate command line."""
 import argparse
+import json
 import os
 
-from . import (bench, bisect, compare, figures, golden, kernel, lab, mutants, render, results,
-               rootfs, soak)
+from . import (bench, bisect, compare, figures, golden, kcidb, kernel, lab, mutants, render,
+               results, rootfs, soak)
 from . import run as runner
 from . import selftest
 from .common import (ALL_VARIANTS, CANDIDATE, TOP, VARIANTS, CandidateError, InfraError,
-                     KgateError, base_variant, debug_twin, load_targets, log, target, with_debug)
+                     KgateError, atomic_write, base_variant, debug_twin, load_targets, log, target,
+                     with_debug)
 
 
 def cmd_list(args):
@@ -279,6 +281,24 @@ def cmd_compare(args):
     return code
 
 
+def cmd_export(args):
+    run = args.run or os.path.join(runner.RUNS, "latest")
+    doc = compare.load(run)
+    run_dir = os.path.realpath(run if os.path.isdir(run) else os.path.dirname(run))
+    data = kcidb.validate(kcidb.export(doc, run_dir, origin=args.origin, base_url=args.base_url,
+                                       with_control=args.with_control))
+    text = json.dumps(data, indent=1) + "\n"
+    if args.output == "-":
+        print(text, end="")
+        return 0
+    out = args.output or os.path.join(run_dir, "kcidb.json")
+    atomic_write(out, text)
+    log(f"[export] run {doc['run']}: {len(data['checkouts'])} checkouts, "
+        f"{len(data['builds'])} builds, {len(data['tests'])} tests, valid KCIDB "
+        f"v{kcidb.VERSION['major']}.{kcidb.VERSION['minor']}: {out}")
+    return 0
+
+
 def cmd_baseline(args):
     run = args.run or os.path.join(runner.RUNS, "latest")
     doc = compare.save_baseline(run)
@@ -467,6 +487,27 @@ def parser():
     s.add_argument("--timeout", type=int, default=1800, help="seconds to wait for each job")
     add_retry_arg(s)
     s.set_defaults(func=cmd_collect)
+    s = sub.add_parser("export", help="write a run as KCIDB v5 JSON, validated against its schema",
+                       description="Write a run (default: the latest) as KCIDB v5.3 JSON: "
+                       "a checkout per kernel tree with its patches, a build per target and "
+                       "variant (the known-bad control only with --with-control), a test per "
+                       "case plus the job's own node 'kgate'. Validated "
+                       "against tools/schemas/kcidb.v5.3.json before it is written. URLs "
+                       "point into the run folder (file://, or under --base-url where it is "
+                       "served). Exit status: 0 written, 2 bad input or an export that does "
+                       "not validate.")
+    s.add_argument("format", choices=["kcidb"], help="the format (only kcidb)")
+    s.add_argument("run", nargs="?", help="a run folder or its results.json (default: the latest)")
+    s.add_argument("-o", "--output", help="where to write ('-': standard output; "
+                   "default: kcidb.json in the run folder)")
+    s.add_argument("--origin", default=kcidb.ORIGIN,
+                   help=f"the CI system's name in KCIDB, prefix of every id (default: {kcidb.ORIGIN})")
+    s.add_argument("--base-url", help="the URL the run folder is served at (default: file:// "
+                   "of the folder)")
+    s.add_argument("--with-control", action="store_true",
+                   help="also the known-bad control's builds and tests (their failures are "
+                   "what that kernel does; misc kgate_control marks them)")
+    s.set_defaults(func=cmd_export)
     s = sub.add_parser("compare", help="compare a run with a baseline",
                        description="New failures, fixed cases, missing cases and jobs, verdict "
                        "changes, and figures that moved beyond both runs' measured range. "

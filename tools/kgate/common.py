@@ -107,6 +107,14 @@ def target(name, targets=None):
     return targets[name]
 
 
+def guest_of(tgt):
+    """What a run keeps of a target's guest with each job (results.json
+    'guest'): the QEMU machine it ran in and the kernel's architecture."""
+    return {"qemu": tgt["qemu"], "machine": tgt["machine"], "cpu": tgt["cpu"],
+            "smp": tgt.get("smp", 1), "memory": tgt["memory"], "endian": tgt["endian"],
+            "bits": tgt["bits"], "kernel_arch": tgt["kernel_arch"]}
+
+
 def check_variant(variant):
     if variant not in ALL_VARIANTS:
         raise KgateError(f"unknown variant '{variant}'; known variants: {', '.join(ALL_VARIANTS)}")

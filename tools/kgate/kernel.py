@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import time
@@ -532,6 +533,31 @@ class BuildLock:
         self.f.close()
 
 
+def compiler_version(cc):
+    """The first line of cc --version ('aarch64-linux-gnu-gcc (Debian
+    12.2.0-14) 12.2.0'), or None."""
+    try:
+        out = subprocess.run([cc, "--version"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return out.splitlines()[0].strip() if out.strip() else None
+
+
+# kbuild's configuration the fragments go on top of.
+BASE_CONFIG = "tinyconfig"
+
+
+def config_name(frags):
+    """How the configuration is named for others (KCIDB's config_name):
+    'tinyconfig+base+x86_64', '+debug+x86_64.debug' for a debug kernel."""
+    return "+".join([BASE_CONFIG] + [os.path.basename(f)[:-len(".config")] for f in frags])
+
+
+def config_path(tgt_name, variant):
+    """The .config the kernel of image_path() was built with."""
+    return os.path.join(out_dir(tgt_name, variant), "config")
+
+
 def build_record(tgt_name, variant, which="last"):
     """What a build recorded, or None: which="last" is the last build
     (last-build.json), "cold" the first one from an empty object folder
@@ -608,7 +634,7 @@ def _build(tgt, variant, key, jobs, cand):
         if os.path.exists(cstamp):
             os.unlink(cstamp)
         log(f"[{label}] configuring (log: {os.path.relpath(logpath, TOP)})")
-        config_s += run_logged(mk + ["tinyconfig"], logpath, label, cwd=src, env=env,
+        config_s += run_logged(mk + [BASE_CONFIG], logpath, label, cwd=src, env=env,
                                error=failed)
         config_s += run_logged([os.path.join(src, "scripts/kconfig/merge_config.sh"), "-m", "-O",
                                 obj, os.path.join(obj, ".config")] + frags, logpath, label,
@@ -633,12 +659,18 @@ def _build(tgt, variant, key, jobs, cand):
     if os.path.exists(keyfile):
         os.unlink(keyfile)
     atomic_copy(built, image_path(tgt_name, variant))
-    atomic_copy(os.path.join(obj, ".config"), os.path.join(out, "config"))
+    atomic_copy(os.path.join(obj, ".config"), config_path(tgt_name, variant))
     secs = time.monotonic() - start
     record = {"seconds": round(secs, 1), "tree": round(tree_s, 1), "config": round(config_s, 1),
               "make": round(make_s, 1), "compiled": counted.get("lines", 0),
               "objects": "new" if new_objects else "kept", "jobs": jobs,
-              "finished": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+              "finished": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+              # What the kernel was built with, for whoever reads a
+              # run's results (and its KCIDB export).
+              "compiler": compiler_version(cross + "gcc"),
+              "fragments": [os.path.relpath(f, TOP) for f in frags],
+              "config_name": config_name(frags),
+              "command": shlex.join(mk + [f"-j{jobs}", os.path.basename(tgt["image"])])}
     text = json.dumps(record, indent=1) + "\n"
     atomic_write(os.path.join(out, "last-build.json"), text)
     if new_objects and build_record(tgt_name, variant, "cold") is None:

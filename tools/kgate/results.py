@@ -308,10 +308,11 @@ def flat_results(jobs):
     return rows
 
 
-def write_json(path, run_id, started, finished, jobs, candidate=None, seconds=None):
+def write_json(path, run_id, started, finished, jobs, candidate=None, seconds=None, trees=None):
     """candidate: what the candidate kernel was ({'patches': DIR} or
     {'source': DIR}), when the run had one; seconds: the run's wall
-    time, builds included."""
+    time, builds included; trees: what each variant's kernel was built
+    from (run.record_trees)."""
     verdict, code, summary = run_verdict(jobs)
     doc = {
         "schema": SCHEMA_VERSION,
@@ -327,6 +328,8 @@ def write_json(path, run_id, started, finished, jobs, candidate=None, seconds=No
     }
     if candidate:
         doc["candidate"] = candidate
+    if trees:
+        doc["trees"] = trees
     atomic_write(path, json.dumps(doc, indent=2, sort_keys=False) + "\n")
     return doc
 

@@ -12,7 +12,8 @@ import time
 
 from . import figures, kernel, lavalog, render, reports, results, rootfs
 from .common import (BUILD, CANDIDATE, TOP, VARIANTS, KgateError, atomic_copy, atomic_write,
-                     base_variant, check_variant, is_debug, log, need_tools, sha256_file, target)
+                     base_variant, check_variant, guest_of, is_debug, log, need_tools, sha256_file,
+                     target)
 
 RUNS = os.path.join(BUILD, "runs")
 DISPATCHER = os.path.join(TOP, "templates", "dispatcher.yaml")
@@ -100,7 +101,49 @@ def artifacts(tgt_name, variants, jobs=None, cand=kernel.NO_CANDIDATE):
         rec.update(kernel=round(time.monotonic() - t0, 1), rootfs=rfs_s)
         out[v] = {"kernel": {"url": "file://" + img, "sha256": sha256_file(img), "path": img},
                   "rootfs": rfs_art, "build": rec}
+        if not rec.get("prebuilt"):
+            # how this image was built: kept with the job's results
+            made = kernel.build_record(tgt_name, v) or {}
+            out[v]["kernel_build"] = {k: made[k] for k in BUILD_FACTS if made.get(k)}
+            out[v]["config"] = kernel.config_path(tgt_name, v)
     return out
+
+
+# What a job's results keep of its kernel's build (kernel.build_record).
+BUILD_FACTS = ("compiler", "fragments", "config_name", "command", "finished")
+
+
+def record_trees(run_dir, variants, cand):
+    """Copy each kernel tree's patches into run_dir/patches/<variant>/
+    and return {variant: {'source', 'patches': [{'name', 'sha256',
+    'file'}]}} for results.json: what each kernel was built from, kept
+    with the run (a prebuilt --image candidate has no entry)."""
+    trees = {}
+    for v in dict.fromkeys(base_variant(v) for v in variants):
+        if v == CANDIDATE and cand.source:
+            trees[v] = {"source": cand.source, "patches": []}
+            continue
+        if v == CANDIDATE and not cand.patches:
+            continue  # prebuilt images: no tree
+        folder = os.path.join("patches", v)
+        os.makedirs(os.path.join(run_dir, folder))
+        patches = []
+        names = set()
+        for i, path in enumerate(kernel.variant_patches(v, cand), 1):
+            name = os.path.basename(path)
+            if name in names:
+                # two series may share a name: the later one is numbered
+                name = f"{i:04d}-{name}"
+            names.add(name)
+            shutil.copyfile(path, os.path.join(run_dir, folder, name))
+            patches.append({"name": name, "sha256": sha256_file(path),
+                            "file": os.path.join(folder, name)})
+        try:
+            source = kernel.source_id()
+        except OSError:
+            source = None  # a prebuilt tree's run on a machine without the tarball
+        trees[v] = {"source": source, "patches": patches}
+    return trees
 
 
 # The lava-run processes of this run, to stop them when it is interrupted.
@@ -246,7 +289,7 @@ def run(target_names, variants=VARIANTS, parallel=1, jobs=None, bench=True,
     with RunLock():
         t_start = time.monotonic()
         started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-        run_dir = None
+        run_dir = trees = None
         stopping = threading.Event()
 
         def attempt(item, r, n, queued):
@@ -255,7 +298,10 @@ def run(target_names, variants=VARIANTS, parallel=1, jobs=None, bench=True,
             outdir = os.path.join(run_dir, folder)
             os.makedirs(outdir)
             shutil.copy(job_path, os.path.join(outdir, "job.yaml"))
+            if os.path.isfile(art.get("config") or ""):
+                shutil.copy(art["config"], os.path.join(outdir, "kernel.config"))
             waited = time.monotonic() - queued
+            began = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
             log(f"[run] start  {name}/{v}" + (f" (run {r + 1} of {repeat})" if repeat > 1 else "")
                 + (f" (retry {n} after infrastructure)" if n else ""))
             # lava-run is stopped when the job's own timeout has passed.
@@ -275,8 +321,13 @@ def run(target_names, variants=VARIANTS, parallel=1, jobs=None, bench=True,
                 "health": parsed["health"], "errors": parsed["errors"],
                 "seconds": round(secs, 1), "timing": timing, "cases": parsed["cases"],
                 "kernel_sha256": art["kernel"]["sha256"], "rootfs_sha256": art["rootfs"]["sha256"],
-                "log": os.path.join(folder, "lava.log"),
+                "log": os.path.join(folder, "lava.log"), "started": began,
+                "guest": guest_of(target(name)),
             }
+            if art.get("kernel_build"):
+                job["kernel_build"] = art["kernel_build"]
+            if os.path.isfile(os.path.join(outdir, "kernel.config")):
+                job["kernel_config"] = os.path.join(folder, "kernel.config")
             if verdict == results.ERROR:
                 # what the program said last on the kernel that broke it
                 job["tail"] = parsed["tail"]
@@ -305,6 +356,7 @@ def run(target_names, variants=VARIANTS, parallel=1, jobs=None, bench=True,
                         paths = render.write_local(tgt["name"], arts, bench=bench)
                         if run_dir is None:
                             run_dir = new_run_dir()
+                            trees = record_trees(run_dir, variants, cand)
                             log(f"[run] {sum(len(vs) for _, vs in plan)} jobs" +
                                 (f", each {repeat} times" if repeat > 1 else "") +
                                 f", {parallel} at a time" +
@@ -345,7 +397,7 @@ def run(target_names, variants=VARIANTS, parallel=1, jobs=None, bench=True,
                                  started, finished, done,
                                  candidate=cand.describe()
                                  if CANDIDATE in map(base_variant, variants) else None,
-                                 seconds=round(time.monotonic() - t_start, 1))
+                                 seconds=round(time.monotonic() - t_start, 1), trees=trees)
         write_reports(run_dir, doc)
         if latest:
             point_latest(run_dir)
