@@ -141,7 +141,7 @@ def record_trees(run_dir, variants, cand):
         try:
             source = kernel.source_id()
         except OSError:
-            source = None  # a prebuilt tree's run on a machine without the tarball
+            source = None  # the tarball is gone: its kernels were built before
         trees[v] = {"source": source, "patches": patches}
     return trees
 
