@@ -14,7 +14,8 @@ import hashlib
 import os
 
 from . import kernel, render, rootfs
-from .common import ALL_VARIANTS, TOP, atomic_write, is_debug, load_targets, target
+from . import run as runner
+from .common import ALL_VARIANTS, TOP, atomic_write, load_targets, target
 
 GOLDEN = os.path.join(TOP, "tests", "golden")
 # Where the stand-in artifacts live: a local job's file:// root, a lab's
@@ -36,10 +37,6 @@ def _stand_in(path, lab):
     return {"url": "file://" + os.path.join(LOCAL_ROOT, rel), "sha256": digest}
 
 
-def target_variants(tgt_name):
-    return [v for v in ALL_VARIANTS if not is_debug(v) or kernel.has_debug(tgt_name)]
-
-
 def render_all():
     """{path relative to tests/golden: text} of every job and device."""
     out = {}
@@ -47,7 +44,7 @@ def render_all():
         tgt = target(name)
         for flavour, lab in (("local", False), ("lab", True)):
             over = LAB_OVERRIDES if lab else {}
-            for v in target_variants(name):
+            for v in runner.target_variants(name, ALL_VARIANTS, quiet=True):
                 k = _stand_in(kernel.image_path(name, v), lab)
                 r = _stand_in(rootfs.rootfs_path(name), lab)
                 text = render.render_job(tgt, v, k, r, **over)

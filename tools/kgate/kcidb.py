@@ -94,6 +94,7 @@ def _clean(text):
 
 class _Ids:
     def __init__(self, origin, run):
+        self.origin = origin
         self.prefix = f"{origin}:{run}"
 
     def checkout(self, variant):
@@ -120,7 +121,7 @@ def _control(variant):
 
 
 def _checkout(doc, variant, ids, url):
-    c = {"id": ids.checkout(variant), "origin": ids.prefix.split(":")[0],
+    c = {"id": ids.checkout(variant), "origin": ids.origin,
          "start_time": doc["started"], "valid": True}
     tree = (doc.get("trees") or {}).get(variant)
     cand = doc.get("candidate") or {}
@@ -151,7 +152,7 @@ def _build(job, doc, ids, url, arch):
     v = job["variant"]
     made = job.get("kernel_build") or {}
     prebuilt = base_variant(v) == CANDIDATE and bool((doc.get("candidate") or {}).get("images"))
-    b = {"id": ids.build(job), "origin": ids.prefix.split(":")[0],
+    b = {"id": ids.build(job), "origin": ids.origin,
          "checkout_id": ids.checkout(v), "architecture": arch,
          "comment": f"kgate {job['target']} {v} kernel" + (" (prebuilt)" if prebuilt else ""),
          "misc": dict({"kgate_target": job["target"], "kgate_variant": v,
@@ -181,7 +182,7 @@ def _environment(guest):
 
 
 def _node(job, ids, log_url, env):
-    t = {"id": ids.test(job, ROOT), "origin": ids.prefix.split(":")[0],
+    t = {"id": ids.test(job, ROOT), "origin": ids.origin,
          "build_id": ids.build(job), "path": ROOT, "status": JOB_STATUS[job["verdict"]],
          "comment": _clean(f"{job['verdict']}: {job['reason']}"), "duration": job["seconds"],
          "misc": dict({"kgate_verdict": job["verdict"]}, **_control(job["variant"]))}
@@ -207,7 +208,7 @@ def _case(job, case, path, n, ids, log_url, env):
     figure = case.get("measurement") is not None
     if figure and status == "PASS":
         status = "DONE"  # a measurement, not a judgement of the kernel
-    t = {"id": ids.test(job, path, n), "origin": ids.prefix.split(":")[0],
+    t = {"id": ids.test(job, path, n), "origin": ids.origin,
          "build_id": ids.build(job), "path": path, "status": status}
     if figure and status in ("DONE", "FAIL", "ERROR"):
         t["number"] = {"value": case["measurement"]}

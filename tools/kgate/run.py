@@ -65,12 +65,12 @@ def candidate_image(tgt_name, cand):
     return dst
 
 
-def target_variants(tgt_name, variants):
+def target_variants(tgt_name, variants, quiet=False):
     """The variants a target runs: the debug ones only where the target
     has a debug kernel (kernel/configs/<target>.debug.config); the
-    others are named on stderr."""
+    others are named on stderr unless quiet."""
     out = [v for v in variants if not is_debug(v) or kernel.has_debug(tgt_name)]
-    if len(out) < len(variants):
+    if len(out) < len(variants) and not quiet:
         log(f"kgate: {tgt_name} has no debug kernel "
             f"({os.path.relpath(kernel.debug_fragment(tgt_name), TOP)}): "
             f"no {', '.join(v for v in variants if v not in out)} job")
