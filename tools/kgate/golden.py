@@ -15,6 +15,7 @@ import os
 
 from . import kernel, render, rootfs
 from . import run as runner
+from .lab import served_path
 from .common import ALL_VARIANTS, TOP, atomic_write, load_targets, target
 
 GOLDEN = os.path.join(TOP, "tests", "golden")
@@ -32,7 +33,6 @@ def _stand_in(path, lab):
     rel = os.path.relpath(path, TOP)
     digest = hashlib.sha256(rel.encode()).hexdigest()
     if lab:
-        from .lab import served_path
         return {"url": LAB_BASE_URL + served_path(digest, path), "sha256": digest}
     return {"url": "file://" + os.path.join(LOCAL_ROOT, rel), "sha256": digest}
 
