@@ -32,6 +32,8 @@ BAD ?= HEAD
 BASE ?=
 NEW ?=
 RUN ?=
+# 'make lab-up': lava-workers to start, each with devices of its own.
+WORKERS ?= 1
 BIND ?= 127.0.0.1
 PORT ?= 8011
 
@@ -57,7 +59,8 @@ help:
 	@echo "make submit      submit the jobs to a LAVA lab and collect the results"
 	@echo "                 (LAB=lavacli identity, BASE_URL=artifact URL, DEVICE_TYPE=, ARCH=)"
 	@echo "make collect     collect the latest submitted run again"
-	@echo "make lab-up      start a real LAVA server + worker on this machine; lab-down stops it"
+	@echo "make lab-up      start a real LAVA server + worker on this machine (WORKERS=2: two"
+	@echo "                 workers, each with its own devices); lab-down stops it"
 	@echo "make list        print the targets"
 	@echo "make kernel      build the kernels of ARCH (default x86_64), both variants"
 	@echo "make rootfs      build the initramfs of ARCH (default x86_64)"
@@ -131,7 +134,7 @@ collect:
 	$(KGATE) collect -i $(LAB)
 
 lab-up:
-	sh tools/lab-local.sh up
+	sh tools/lab-local.sh up $(WORKERS)
 
 lab-down:
 	sh tools/lab-local.sh down

@@ -10,8 +10,9 @@
 #  4b. the selftest patch applied to a copy of the kernel tree, built
 #     with its net/Makefile, run, checkpatch --strict
 #  7. bad days on x86_64 guests: panic, corrupt artifact, hang, Ctrl-C
-#  8. the x86_64 jobs on a real LAVA server and worker (tools/lab-local.sh),
-#     submitted and collected with lavacli: same verdicts as step 6
+#  8. the x86_64 jobs on a real LAVA server with two workers
+#     (tools/lab-local.sh up 2), submitted and collected with lavacli:
+#     same verdicts as step 6, the two jobs at once on different workers
 #  9. bisect: tests/bisect/culprit-7 (12 patches) on x86_64 names patch 7
 # 10. debug kernel: x86_64's fixed kernel and its debug twin (KASAN,
 #     lockdep, ...) pass with clean logs; mutants 23 (a WARN_ON, plain
@@ -84,15 +85,16 @@ step tooling env KGATE_NATIVE_TEST="$native/backlog_coalesce" \
 step end-to-end end_to_end x86_64 mips
 
 lab_end_to_end() {
-	# The x86_64 jobs through a real LAVA server and worker (started
+	# The x86_64 jobs through a real LAVA server and two workers (started
 	# here, stopped after): the verdicts collected with lavacli must be
-	# the local run's.
+	# the local run's, and the two jobs must have run at once, each on a
+	# worker of its own.
 	local_run=$e2e_run
 	if [ -z "$local_run" ] || [ ! -f "$local_run/results.json" ]; then
 		echo "lab-end-to-end: no local end-to-end results to compare with"
 		return 1
 	fi
-	if ! sh tools/lab-local.sh up; then
+	if ! sh tools/lab-local.sh up 2; then
 		sh tools/lab-local.sh down
 		return 1
 	fi
@@ -106,9 +108,15 @@ lab_end_to_end() {
 a, b = (json.load(open(p)) for p in sys.argv[1:3])
 sys.path.insert(0, "tools")
 from kgate.results import verdict_differences
+from kgate.lab import side_by_side
 diff = verdict_differences(a, b)
 print("\n".join(diff) or "lab verdicts = local verdicts")
-sys.exit(1 if diff else 0)' "$local_run/results.json" build/runs/latest/results.json
+for j in b["jobs"]:
+    print("%s/%s: job %s on %s (%s), %s to %s" % tuple(j.get(k) for k in (
+        "target", "variant", "lava_job", "lava_device", "lava_worker", "lava_start", "lava_end")))
+pairs = side_by_side(b["jobs"])
+print(f"{len(pairs)} pair(s) of jobs ran at once on different workers")
+sys.exit(1 if diff or not pairs else 0)' "$local_run/results.json" build/runs/latest/results.json
 }
 
 # The local run the lab's verdicts must match (the bad days add runs).

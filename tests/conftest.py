@@ -56,10 +56,14 @@ class FakeLab:
             return f"{job_id}\n"
         if args[:2] == ("jobs", "wait"):
             return ""
+        if args[:2] == ("devices", "show"):
+            # device qemu-<n> is worker-<n>'s
+            return json.dumps({"hostname": args[2], "worker": "worker-" + args[2].split("-")[-1]})
         health, cs = self.jobs[args[1] if args[0] == "results" else args[2]]
         if args[:2] == ("jobs", "show"):
             state = "Running" if health == "Unknown" else "Finished"
-            return json.dumps({"state": state, "health": health,
+            # jobs alternate between two devices, all at the same time
+            return json.dumps({"state": state, "health": health, "device": f"qemu-{int(args[2]) % 2}",
                                "start_time": "20261206T10:00:00", "end_time": "20261206T10:00:30"})
         if args[0] == "results":
             return yaml.safe_dump([{"suite": "0_kgate", "name": c["case"], "result": c["result"]}

@@ -1327,6 +1327,35 @@ def test_lab_repeat_submits_each_job_n_times(fake_lab):
     assert job["log"] == "x86_64-fixed.run2/lava.log" and job["lava_job"] == 101
 
 
+def test_lab_records_where_and_when_each_job_ran(fake_lab):
+    lab, fake = fake_lab([("Complete", cases()), ("Complete", cases())])
+    run_dir = lab.submit("me", ["x86_64"], ["fixed", "known-bad"], "http://lab/")
+    doc = lab.collect(run_dir, retry_infra=0)
+    where = [(j["lava_job"], j["lava_device"], j["lava_worker"], j["lava_start"]) for j in doc["jobs"]]
+    assert where == [(100, "qemu-0", "worker-0", "20261206T10:00:00"),
+                     (101, "qemu-1", "worker-1", "20261206T10:00:00")]
+    pairs = lab.side_by_side(doc["jobs"])
+    assert [(a["lava_job"], b["lava_job"]) for a, b in pairs] == [(100, 101)]
+
+
+def test_side_by_side_wants_other_workers_and_overlapping_times():
+    from kgate import lab
+
+    def ran(job, worker, start, end):
+        return {"lava_job": job, "lava_worker": worker,
+                "lava_start": f"20261206T10:{start}", "lava_end": f"20261206T10:{end}"}
+    # one after the other on two workers; at once on one worker
+    assert lab.side_by_side([ran(1, "w1", "00:00", "00:30"), ran(2, "w2", "00:30", "01:00")]) == []
+    assert lab.side_by_side([ran(1, "w1", "00:00", "00:30"), ran(2, "w1", "00:10", "00:40")]) == []
+    # a job still running or never placed on a worker counts for nothing
+    assert lab.side_by_side([ran(1, "w1", "00:00", "00:30"), ran(2, "w2", "00:10", None),
+                             dict(ran(3, None, "00:00", "00:30"))]) == []
+    # at once on two workers, the attempts of a retried job included
+    retried = {"lava_job": 3, "attempts": [ran(3, "w1", "00:00", "00:05"), ran(4, "w1", "00:06", "00:40")]}
+    pairs = lab.side_by_side([retried, ran(2, "w2", "00:20", "00:50")])
+    assert [(a["lava_job"], b["lava_job"]) for a, b in pairs] == [(4, 2)]
+
+
 def test_the_runs_of_a_job_never_run_beside_each_other(scripted_jobs, monkeypatch):
     import threading
     import time

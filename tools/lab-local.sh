@@ -1,18 +1,20 @@
 #!/bin/sh
 # A real LAVA lab on this machine, for the tests and to try the lab path:
 # Debian's lava-server (PostgreSQL, gunicorn on 127.0.0.1, lava-scheduler)
-# and a lava-worker with one device of LAVA's stock 'qemu' type and one
-# of kgate's own 'kgate-qemu' type (templates/lab/), plus kgate's
-# artifact server. No systemd here: each daemon is started by hand and
-# stopped by its PID.
+# and N lava-workers (kgate-local-worker-1 ... -N), each with devices of
+# its own: one of LAVA's stock 'qemu' type and one of kgate's own
+# 'kgate-qemu' type (templates/lab/), plus kgate's artifact server. No
+# systemd here: each daemon is started by hand and stopped by its PID.
 #
-#   tools/lab-local.sh up     start (or find running) and set up; prints
-#                             the lavacli identity, kept in build/lab/config
+#   tools/lab-local.sh up [N] start (or find running) and set up, with N
+#                             workers (default 1); prints the lavacli
+#                             identity, kept in build/lab/config
 #                             (XDG_CONFIG_HOME), and the artifact base URL
 #   tools/lab-local.sh down   stop what 'up' started
 #   tools/lab-local.sh env    the environment lines for lavacli/kgate.py
 #
-# Ports: LAVA_PORT (default 8010), SERVE_PORT (default 8011).
+# Ports: LAVA_PORT (default 8010), SERVE_PORT (default 8011). Each worker
+# runs its jobs' QEMU on this machine: N workers mean N jobs at once.
 set -eu
 cd "$(dirname "$0")/.."
 top=$(pwd)
@@ -21,7 +23,7 @@ LAVA_PORT=${LAVA_PORT:-8010}
 SERVE_PORT=${SERVE_PORT:-8011}
 PY=/usr/bin/python3
 IDENTITY=kgate-local
-WORKER=kgate-local-worker
+WORKER_PREFIX=kgate-local-worker-
 DEVCONF=/etc/lava-server/dispatcher-config
 
 say() { echo "[lab] $*"; }
@@ -50,10 +52,44 @@ wait_http() {
 
 manage() { lava-server manage "$@"; }
 
+# Worker $1 (a number): registered, its devices, started.
+add_worker() {
+	w=$WORKER_PREFIX$1
+	manage workers list --all 2>/dev/null | grep -qw "$w" || manage workers add "$w" > /dev/null
+	token=$(manage workers details "$w" | awk '$1 == "token" { print $3 }')
+	for dt in qemu kgate-qemu; do
+		dev=kgate-local-$1-$dt
+		manage devices list --all 2>/dev/null | grep -qw "$dev" ||
+			manage devices add --device-type "$dt" --worker "$w" "$dev" > /dev/null
+		if [ "$dt" = qemu ]; then
+			printf "{%% extends 'qemu.jinja2' %%}\n{%% set no_kvm = True %%}\n"
+		else
+			printf "{%% extends 'kgate-qemu.jinja2' %%}\n"
+		fi > "$DEVCONF/devices/$dev.jinja2"
+	done
+	mkdir -p "$lab/worker-$1"
+	start "worker-$1" lava-worker --level INFO --url "http://127.0.0.1:$LAVA_PORT/" --token "$token" \
+		--name "$w" --worker-dir "$lab/worker-$1" --log-file "$lab/logs/worker-$1.log"
+}
+
+# No local variables in sh: wait_online counts in n, the callers in i.
+wait_online() {
+	n=0
+	until manage workers details "$1" 2>/dev/null | grep -q "state *: Online"; do
+		n=$((n + 1))
+		[ $n -lt 120 ] || die "worker $1 did not come online (see $lab/logs/)"
+		sleep 0.5
+	done
+}
+
 up() {
+	workers=${1:-1}
+	case "$workers" in
+	'' | *[!0-9]* | 0) die "up: the number of workers must be 1 or more, not '$workers'" ;;
+	esac
 	command -v lava-server > /dev/null || die "lava-server is not installed: make deps"
 	command -v lavacli > /dev/null || die "lavacli is not installed: make deps"
-	mkdir -p "$lab/logs" "$lab/config" "$lab/worker"
+	mkdir -p "$lab/logs" "$lab/config"
 	# gunicorn and the scheduler run as lavaserver, which may not be able
 	# to reach a checkout under a private folder (/root, mktemp -d):
 	# their logs go where it can.
@@ -96,32 +132,27 @@ up() {
 			--uri "http://127.0.0.1:$LAVA_PORT/RPC2" --username kgate --token "$secret" "$IDENTITY"
 	fi
 
-	# The worker and its devices.
-	manage workers list 2>/dev/null | grep -qw "$WORKER" || manage workers add "$WORKER" > /dev/null
-	token=$(manage workers details "$WORKER" | awk '$1 == "token" { print $3 }')
+	# The workers and their devices: worker i has kgate-local-<i>-qemu and
+	# kgate-local-<i>-kgate-qemu. Workers of an earlier 'up' with more of
+	# them stay offline: LAVA's scheduler gives jobs only to online ones.
+	# (lava-server manage workers update --health fails in 2023.01.)
 	install -m 644 templates/lab/kgate-qemu.jinja2 "$DEVCONF/device-types/kgate-qemu.jinja2"
 	for dt in qemu kgate-qemu; do
 		manage device-types list 2>/dev/null | grep -qw "$dt" || manage device-types add "$dt" > /dev/null
-		dev=kgate-local-$dt
-		manage devices list 2>/dev/null | grep -qw "$dev" ||
-			manage devices add --device-type "$dt" --worker "$WORKER" "$dev" > /dev/null
-		if [ "$dt" = qemu ]; then
-			printf "{%% extends 'qemu.jinja2' %%}\n{%% set no_kvm = True %%}\n"
-		else
-			printf "{%% extends 'kgate-qemu.jinja2' %%}\n"
-		fi > "$DEVCONF/devices/$dev.jinja2"
 	done
-	start worker lava-worker --level INFO --url "http://127.0.0.1:$LAVA_PORT/" --token "$token" \
-		--name "$WORKER" --worker-dir "$lab/worker" --log-file "$lab/logs/worker.log"
+	i=1
+	while [ $i -le "$workers" ]; do
+		add_worker $i
+		i=$((i + 1))
+	done
 	start serve $PY tools/kgate.py serve --no-build --port "$SERVE_PORT"
 	wait_http "http://127.0.0.1:$SERVE_PORT/" "kgate serve"
-	i=0
-	until manage workers details "$WORKER" 2>/dev/null | grep -q "state *: Online"; do
+	i=1
+	while [ $i -le "$workers" ]; do
+		wait_online "$WORKER_PREFIX$i"
 		i=$((i + 1))
-		[ $i -lt 120 ] || die "the worker did not come online (see $lab/logs/worker.log)"
-		sleep 0.5
 	done
-	say "LAVA $(curl -s "http://127.0.0.1:$LAVA_PORT/api/v0.2/system/version/") on http://127.0.0.1:$LAVA_PORT/, worker online"
+	say "LAVA $(curl -s "http://127.0.0.1:$LAVA_PORT/api/v0.2/system/version/") on http://127.0.0.1:$LAVA_PORT/, $workers worker(s) online"
 	env_lines
 }
 
@@ -132,7 +163,8 @@ env_lines() {
 }
 
 down() {
-	for name in serve worker scheduler gunicorn; do
+	workers=$(cd "$lab" 2>/dev/null && ls worker-*.pid 2>/dev/null | sed 's/\.pid$//')
+	for name in serve $workers worker scheduler gunicorn; do
 		if running "$name"; then
 			pid=$(cat "$lab/$name.pid")
 			kill "$pid" 2>/dev/null || true
@@ -154,8 +186,8 @@ down() {
 }
 
 case "${1:-}" in
-up) up ;;
+up) up "${2:-1}" ;;
 down) down ;;
 env) env_lines ;;
-*) echo "usage: $0 up|down|env" >&2; exit 2 ;;
+*) echo "usage: $0 up [N]|down|env" >&2; exit 2 ;;
 esac

@@ -207,19 +207,49 @@ def parse_results(text):
     return cases, errors
 
 
-def _seconds(show):
+def _lava_time(text):
+    """LAVA's '20261206T10:00:00' (UTC) as a datetime, or None."""
     try:
-        fmt = "%Y%m%dT%H:%M:%S"
-        a = datetime.datetime.strptime(show["start_time"], fmt)
-        b = datetime.datetime.strptime(show["end_time"], fmt)
-        return (b - a).total_seconds()
-    except (KeyError, TypeError, ValueError):
+        return datetime.datetime.strptime(str(text), "%Y%m%dT%H:%M:%S")
+    except (TypeError, ValueError):
         return None
 
 
-def collect_job(identity, it, run_dir, timeout):
+def _seconds(show):
+    a, b = _lava_time(show.get("start_time")), _lava_time(show.get("end_time"))
+    return (b - a).total_seconds() if a and b else None
+
+
+def device_worker(identity, device, workers):
+    """The worker a device belongs to (lavacli devices show), looked up
+    once per device (workers: a dict kept across jobs); None if unknown."""
+    if not device:
+        return None
+    if device not in workers:
+        try:
+            workers[device] = json.loads(lavacli(identity, "devices", "show", device,
+                                                 "--json")).get("worker")
+        except (KgateError, ValueError, AttributeError):
+            workers[device] = None
+    return workers[device]
+
+
+def side_by_side(jobs):
+    """The pairs of jobs (results.json entries, or their attempts) that
+    ran at once on different workers: [(a, b), ...], each pair once."""
+    ran = []
+    for job in jobs:
+        for j in job.get("attempts") or [job]:
+            start, end = _lava_time(j.get("lava_start")), _lava_time(j.get("lava_end"))
+            if j.get("lava_worker") and start and end:
+                ran.append((j, start, end))
+    return [(a, b) for i, (a, sa, ea) in enumerate(ran) for b, sb, eb in ran[i + 1:]
+            if a["lava_worker"] != b["lava_worker"] and sa < eb and sb < ea]
+
+
+def collect_job(identity, it, run_dir, timeout, workers=None):
     """Wait for one job and read its health, results and log into its
-    attempt's folder."""
+    attempt's folder; workers: device_worker()'s lookups."""
     folder = runner.attempt_folder(it["target"], it["variant"], it.get("run", 0), it.get("retry", 0))
     outdir = os.path.join(run_dir, folder)
     os.makedirs(outdir, exist_ok=True)
@@ -262,6 +292,10 @@ def collect_job(identity, it, run_dir, timeout):
         "kernel_sha256": it["kernel_sha256"], "rootfs_sha256": it["rootfs_sha256"],
         "log": os.path.join(folder, "lava.log"),
         "lava_job": int(job_id), "lava_state": state, "lava_health": health,
+        # Where and when it ran, to show jobs spread over workers.
+        "lava_device": show.get("device"),
+        "lava_worker": device_worker(identity, show.get("device"), {} if workers is None else workers),
+        "lava_start": show.get("start_time"), "lava_end": show.get("end_time"),
     }
     if verdict == results.ERROR:
         job["tail"] = tail
@@ -307,6 +341,7 @@ def collect(run_dir, identity=None, timeout=1800, retry_infra=1):
     for it in record["jobs"]:
         groups.setdefault((it["target"], it["variant"]), {}).setdefault(it.get("run", 0), []).append(it)
     done = []
+    workers = {}
     for (name, v), runs in groups.items():
         tries = []
         for r, entries in sorted(runs.items()):
@@ -316,8 +351,10 @@ def collect(run_dir, identity=None, timeout=1800, retry_infra=1):
                 what = f"{name}/{v}" + (f" run {r + 1}" if len(runs) > 1 else "") + \
                     (f" retry {it.get('retry', 0)}" if it.get("retry") else "")
                 log(f"[collect] waiting for {what} (job {it['id']})")
-                job = collect_job(identity, it, run_dir, timeout)
-                log(f"[collect] {what}: {job['verdict']} ({job['reason']})")
+                job = collect_job(identity, it, run_dir, timeout, workers)
+                log(f"[collect] {what}: {job['verdict']} ({job['reason']})"
+                    + (f" on {job['lava_device']}" if job["lava_device"] else "")
+                    + (f" ({job['lava_worker']})" if job["lava_worker"] else ""))
                 tried.append(job)
                 if len(tried) < len(entries):
                     continue

@@ -240,6 +240,12 @@ def _merge_cases(finals):
     return merged, flaky
 
 
+# What 'attempts' keeps of each attempt at a job: the lab's where and
+# when only from a lab run.
+ATTEMPT_KEYS = ("verdict", "reason", "seconds", "log",
+                "lava_job", "lava_device", "lava_worker", "lava_start", "lava_end")
+
+
 def combine_runs(tries):
     """One job from every attempt at it. tries holds, per run of the job
     (--repeat), its attempts in order (infrastructure retries after the
@@ -257,7 +263,7 @@ def combine_runs(tries):
     job = dict(worst)
     flat = [(r, a) for r, t in enumerate(tries) for a in t]
     if len(flat) > 1:
-        job["attempts"] = [dict({k: a[k] for k in ("verdict", "reason", "seconds", "log")}, run=r + 1)
+        job["attempts"] = [dict({k: a[k] for k in ATTEMPT_KEYS if k in a}, run=r + 1)
                            for r, a in flat]
     if len(tries) == 1:
         return job
