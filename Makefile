@@ -3,7 +3,8 @@
 
 PY     := /usr/bin/python3
 KGATE  := $(PY) tools/kgate.py
-# Targets to run (see 'make list'); empty means all of them.
+# Targets or groups to run (see 'make list'); empty means the default group
+# (the eight of the design card), 'all' all twelve.
 ARCH   ?=
 # Jobs at once for 'make run'.
 PARALLEL ?= 2
@@ -42,7 +43,8 @@ PORT ?= 8011
 help:
 	@echo "make deps        install every Debian package used (root; idempotent)"
 	@echo "make run         build what is missing, run fixed + known-bad jobs with lava-run,"
-	@echo "                 print the matrix (ARCH=x86_64 for one target; exit 0 = gate passed;"
+	@echo "                 print the matrix of the default eight targets (ARCH=x86_64 for one,"
+	@echo "                 ARCH=all for all twelve, ARCH=extra for the other four; exit 0 = gate passed;"
 	@echo "                 REPEAT=3 runs each job 3 times: runs that disagree are flaky, exit 6)"
 	@echo "                 DEBUG=1 also runs the debug kernel (KASAN, lockdep, ...) of the fixed"
 	@echo "                 one, on x86_64, arm64, arm and ppc (the targets that have one)"

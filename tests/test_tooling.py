@@ -675,14 +675,6 @@ def test_bench_goals_pick_the_runs_that_measure_them(tmp_path, monkeypatch):
     assert "not measured yet" in text and "yes" in text
 
 
-def test_disabled_targets_are_left_out_by_default(monkeypatch, capsys):
-    from kgate import cli
-    rows = {"a": {"name": "a"}, "b": {"name": "b", "disabled": "does not boot"}}
-    monkeypatch.setattr(cli, "load_targets", lambda: rows)
-    assert cli.default_targets() == ["a"]
-    assert "skipping b: does not boot" in capsys.readouterr().err
-
-
 # --- the LAVA lab path -------------------------------------------------------
 
 LAVACLI_RESULTS = """
@@ -889,7 +881,7 @@ def _setup(argv):
 
 def test_candidate_from_the_command_line(tmp_path):
     names, variants, cand = _setup([])
-    assert (names, variants) == (list(common.load_targets()), ["fixed", "known-bad"])
+    assert (names, variants) == (common.default_targets(), ["fixed", "known-bad"])
     assert not cand and cand.describe() == {}
     img = tmp_path / "bzImage"
     img.write_bytes(b"x")
@@ -1527,3 +1519,37 @@ def test_a_targets_jobs_start_while_the_next_target_builds(scripted_jobs, monkey
     assert events.index("job x86_64-fixed") < events.index("built arm64") if overlap else \
         events[:2] == ["built x86_64", "built arm64"]
     assert all(j["timing"]["queued"] >= 0 for j in doc["jobs"])
+
+
+# --- target groups ---------------------------------------------------------
+
+def test_groups_name_their_targets_in_order_each_once(capsys):
+    rows = {"a": {}, "b": {"group": "extra"}, "c": {"disabled": "broken"},
+            "d": {"group": "extra"}}
+    assert common.default_targets(rows) == ["a"]
+    assert "skipping c: broken" in capsys.readouterr().err
+    assert common.expand_targets(["extra"], rows) == ["b", "d"]
+    assert common.expand_targets(["d", "all"], rows) == ["d", "a", "b"]
+    # named alone, a disabled target runs
+    assert common.expand_targets(["c", "a", "a"], rows) == ["c", "a"]
+    with pytest.raises(common.KgateError, match="groups: all, default, extra"):
+        common.expand_targets(["e"], rows)
+
+
+def test_the_default_group_is_the_design_cards_eight():
+    rows = common.load_targets()
+    assert common.default_targets(rows) == ["arm", "arm64", "mips", "mips64el", "ppc", "ppc64le",
+                                            "i386", "x86_64"]
+    assert len(common.expand_targets([common.ALL], rows)) == 12
+    # the extra four complete the grid: 64-bit big-endian is among them
+    grid = {(r["bits"], r["endian"]) for r in rows.values()}
+    assert grid == {(32, "little"), (32, "big"), (64, "little"), (64, "big")}
+
+
+def test_the_command_line_expands_groups(monkeypatch):
+    seen = []
+    monkeypatch.setattr(cli, "cmd_run", lambda args: seen.append(args.target) or 0)
+    assert cli.main(["run", "extra", "x86_64"]) == 0
+    assert cli.main(["run"]) == 0
+    assert seen == [["riscv64", "s390x", "ppc64", "mips64", "x86_64"], []]
+    assert cli.main(["run", "nosuch"]) == results.EXIT_USAGE

@@ -16,7 +16,7 @@ import time
 from . import kernel, results, rootfs
 from .reports import fmt_seconds as _fmt, phases_table
 from . import run as runner
-from .common import (BUILD, CANDIDATE, VARIANTS, atomic_write, format_table, load_targets, log,
+from .common import (BUILD, CANDIDATE, VARIANTS, atomic_write, default_targets, format_table, log,
                      read_text)
 
 COLD_RECORD = os.path.join(BUILD, "bench", "cold.json")
@@ -192,7 +192,7 @@ def cold_bench(names, parallel):
 
 
 def bench(names=None, cold=False, parallel=2):
-    names = names or list(load_targets())
+    names = names or default_targets()
     out = []
     if cold:
         rec = cold_bench(names, parallel)

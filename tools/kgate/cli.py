@@ -8,33 +8,22 @@ from . import (bench, bisect, compare, figures, golden, kcidb, kernel, lab, muta
 from . import run as runner
 from . import selftest
 from .common import (ALL_VARIANTS, CANDIDATE, TOP, VARIANTS, CandidateError, InfraError,
-                     KgateError, atomic_write, base_variant, debug_twin, load_targets, log, target,
-                     with_debug)
+                     KgateError, atomic_write, base_variant, debug_twin, default_targets,
+                     expand_targets, group_of, load_targets, log, target, with_debug)
 
 
 def cmd_list(args):
     for name, row in load_targets().items():
         off = f"  (disabled: {row['disabled']})" if row.get("disabled") else ""
-        print(f"{name:10} {row['qemu']:22} {row['machine']:10} {row['endian']}-endian "
-              f"{row['bits']}-bit{off}")
+        print(f"{name:10} {row['qemu']:22} {row['machine']:15} {row['endian']:6} "
+              f"{row['bits']}-bit  {group_of(row)}{off}")
     return 0
-
-
-def default_targets():
-    """All targets but the disabled ones, which are named on stderr."""
-    names = []
-    for name, row in load_targets().items():
-        if row.get("disabled"):
-            log(f"kgate: skipping {name}: {row['disabled']} (name it to run it anyway)")
-        else:
-            names.append(name)
-    return names
 
 
 def cmd_packages(args):
     pkgs = []
     for row in load_targets().values():
-        for key in ("gcc_package", "libc_package", "qemu_package"):
+        for key in ("gcc_package", "libc_package", "qemu_package", "firmware_package"):
             if row.get(key) and row[key] not in pkgs:
                 pkgs.append(row[key])
     print(" ".join(pkgs))
@@ -235,7 +224,7 @@ _positive = _at_least(1)
 def add_run_args(s):
     """What 'run' and 'soak' take: targets, variants, parallelism, the
     candidate kernel."""
-    s.add_argument("target", nargs="*", help="targets (default: all; see 'list')")
+    s.add_argument("target", nargs="*", help="targets or groups (default: the default group; 'all': every target; see 'list')")
     s.add_argument("--variant", action="append", choices=ALL_VARIANTS,
                    help="variant to run (repeatable; default: fixed and known-bad)")
     s.add_argument("-p", "--parallel", type=int, default=2, help="jobs at once (default: 2)")
@@ -257,7 +246,7 @@ def add_repeat_arg(s):
 
 
 def add_lab_args(s, base_url_required=True):
-    s.add_argument("target", nargs="*", help="targets (default: all; see 'list')")
+    s.add_argument("target", nargs="*", help="targets or groups (default: the default group; 'all': every target; see 'list')")
     s.add_argument("--variant", action="append", choices=ALL_VARIANTS,
                    help="variant (repeatable; default: fixed and known-bad)")
     s.add_argument("--base-url", required=base_url_required,
@@ -422,7 +411,7 @@ def parser():
                    help="output folder (default: build/native)")
     s.set_defaults(func=cmd_native)
     s = sub.add_parser("jobs", help="build what is missing; render and validate the local LAVA jobs")
-    s.add_argument("target", nargs="*", help="targets (default: all)")
+    s.add_argument("target", nargs="*", help="targets or groups (default: all)")
     s.add_argument("-j", "--jobs", type=int, help="parallel make jobs (default: cores + 1)")
     s.set_defaults(func=cmd_jobs)
     s = sub.add_parser("golden", help="compare every rendered job and device with tests/golden",
@@ -457,7 +446,7 @@ def parser():
     s = sub.add_parser("serve", help="serve the artifacts over http for a lab's workers",
                        description="Builds what is missing, links the kernels and initramfs "
                        "under build/serve/sha256/<hash>/ and serves that folder until Ctrl-C.")
-    s.add_argument("target", nargs="*", help="targets (default: all)")
+    s.add_argument("target", nargs="*", help="targets or groups (default: the default group)")
     s.add_argument("--bind", default="127.0.0.1", help="address (default: 127.0.0.1)")
     s.add_argument("--port", type=int, default=8011, help="port (default: 8011)")
     s.add_argument("--no-build", action="store_true",
@@ -600,7 +589,7 @@ def parser():
                        "first remove all build outputs and the ccache, run the matrix from "
                        "nothing, then again warm, and record both (build/bench/cold.json). "
                        "A benchmark: it prints, exit 0.")
-    s.add_argument("target", nargs="*", help="targets (default: all)")
+    s.add_argument("target", nargs="*", help="targets or groups (default: the default group)")
     s.add_argument("--cold", action="store_true", help="rebuild everything from nothing first")
     s.add_argument("-p", "--parallel", type=int, default=2, help="jobs at once (default: 2)")
     s.set_defaults(func=cmd_bench)
@@ -611,6 +600,10 @@ def parser():
 def main(argv=None):
     args = parser().parse_args(argv)
     try:
+        if isinstance(getattr(args, "target", None), list):
+            # Groups and 'all' stand for their targets; none named: each
+            # command's own default.
+            args.target = expand_targets(args.target)
         return args.func(args)
     except CandidateError as e:
         log(f"kgate: the candidate failed: {e}")

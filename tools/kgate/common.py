@@ -103,8 +103,51 @@ def load_targets(path=None):
 def target(name, targets=None):
     targets = targets or load_targets()
     if name not in targets:
-        raise KgateError(f"unknown target '{name}'; known targets: {', '.join(sorted(targets))}")
+        raise KgateError(f"unknown target '{name}'; known targets: {', '.join(targets)}")
     return targets[name]
+
+
+# A row's 'group' (none: DEFAULT_GROUP) says whether 'make run' takes it
+# when no target is named; ALL names every target.
+DEFAULT_GROUP = "default"
+ALL = "all"
+
+
+def group_of(row):
+    return row.get("group", DEFAULT_GROUP)
+
+
+def default_targets(targets=None):
+    """The targets run when none is named: the default group's, less the
+    disabled ones (named on stderr)."""
+    return expand_targets([DEFAULT_GROUP], targets)
+
+
+def expand_targets(names, targets=None):
+    """Target names, group names and 'all' as the target names they
+    stand for, in the order given (a group's in targets.yaml's), each
+    once. A group leaves out its disabled targets (named on stderr);
+    named alone, one runs."""
+    targets = targets or load_targets()
+    groups = sorted({group_of(r) for r in targets.values()} | {ALL})
+    chosen = []
+    for name in names:
+        if name in targets:
+            members = [name]
+        elif name in groups:
+            members = []
+            for t, row in targets.items():
+                if name != ALL and group_of(row) != name:
+                    continue
+                if row.get("disabled"):
+                    log(f"kgate: skipping {t}: {row['disabled']} (name it to run it anyway)")
+                else:
+                    members.append(t)
+        else:
+            raise KgateError(f"unknown target '{name}'; known targets: {', '.join(targets)}; "
+                             f"groups: {', '.join(groups)}")
+        chosen += [t for t in members if t not in chosen]
+    return chosen
 
 
 def guest_of(tgt):
