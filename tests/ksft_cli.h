@@ -26,6 +26,10 @@
 #ifndef KSFT_CLI_BEFORE
 #define KSFT_CLI_BEFORE
 
+/* The selftests use GNU extensions (sched_setaffinity()): before any header. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 #include <stdarg.h>
 #include <stdio.h>
 
