@@ -21,10 +21,20 @@
  * 200 ms silence. A warm-up transfer opens the window first.
  *
  * Tests:
- *   bench.bulk   the peer sends MSS-sized segments as fast as the
- *                receive window allows, a receiver thread reads them
- *                with recv(); goodput is bytes over the time to the
- *                last byte read. TcpExt counters that changed during
+ *   bench.bulk   receiver-bound goodput, as on a receiver without GRO
+ *                whose softirq floods a socket faster than its owner
+ *                drains it. RPS on tap's queue steers each segment to
+ *                CPU 1, whose softirq runs TCP's receive path there;
+ *                the reader thread is pinned to CPU 1, the sender to
+ *                CPU 0 (without this, write() into tap runs the whole
+ *                receive path on the sender's CPU). The peer sends
+ *                MSS-sized segments as fast as the window and --flight
+ *                (512 segments, under netdev_max_backlog) allow, the
+ *                reader reads them with recv(); goodput is bytes over
+ *                the time to the last byte read. Per mode: the
+ *                reader's CPU busy and its CPU time per MB, the
+ *                sender's CPU idle (/proc/stat), merges, backlog and
+ *                input queue drops. TcpExt counters that changed during
  *                the runs are printed.
  *   bench.drain  a receiver thread's recv() is held with userfaultfd
  *                (as in backlog_coalesce) while N segments are
@@ -35,15 +45,17 @@
  * Each fails on a broken stream (every byte that arrives is checked
  * against what was sent: a broken stream is a failure, never a figure)
  * or on a merge with coalescing off, and is skipped as "inconclusive:
- * ..." when nothing merged with it on (on a guest with one CPU the
- * reader never holds the socket while segments arrive, so the bulk
- * backlog is never used), when the socket was not held, a write into
- * tap was not whole or a counter could not be read. Without the sysctl
- * (a kernel without the kgate patch) only the 'on' half runs.
+ * ..." when nothing merged with it on, when the socket was not held, a
+ * write into tap was not whole or a counter could not be read. bench.bulk
+ * is also inconclusive on one CPU (nothing to steer to), and unless
+ * the runs without coalescing were receiver-bound: the reader's CPU
+ * busy at least 90 % of them and the sender's idle at least 5 %. Without the sysctl (a
+ * kernel without the kgate patch) only the 'on' half runs.
  *
  * Figures are printed as "# kgate-measure NAME VALUE UNITS" lines:
- * medians over the runs with _min and _max, the on/off goodput and
- * off/on drain time ratios per pair of runs with their range.
+ * medians over the runs with _min, _max, _q1 and _q3 (quartiles), the
+ * on/off goodput and off/on drain time ratios per pair of runs with
+ * their spread, and how many pairs (bulk_pairs).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -57,6 +69,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/utsname.h>
@@ -99,6 +113,8 @@ struct bench_opts {
 	int rcvbuf;		/* SO_RCVBUF of the receiver, 0: autotuning */
 	bool bulk, drain;	/* false: the test is skipped */
 	int bulk_budget;	/* seconds a bulk test may take pairs for */
+	int flight;		/* segments the sender keeps unacknowledged at most */
+	int read_size;		/* bytes the reader asks recv() for */
 };
 
 /* The defaults; backlog_bench_main.c sets them from its command line. */
@@ -106,6 +122,7 @@ static struct bench_opts bench_opts = {
 	.reps = 5, .bulk_bytes = 1024 * 1024, .nsizes = 3,
 	.sizes = { 0, 100, 1000 }, .rcvbuf = 4 * 1024 * 1024,
 	.bulk = true, .drain = true, .bulk_budget = BULK_TIMEOUT - BULK_MARGIN,
+	.flight = 512, .read_size = 65536,
 };
 
 enum verdict { V_PASS, V_FAIL, V_SKIP };
@@ -144,6 +161,12 @@ struct flow {
 	char na[160];		/* why the test cannot run here */
 	struct timespec started;	/* when the test began (its deadline's start) */
 	double slowest;		/* seconds of the slowest transfer so far */
+	int rcpu, scpu;		/* the reader's and the sender's CPU, or -1 */
+};
+
+/* A CPU's time from /proc/stat, in USER_HZ ticks. */
+struct cpu_time {
+	unsigned long long busy, idle, softirq;
 };
 
 FIXTURE(bench)
@@ -204,7 +227,21 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static double median(const struct samples *s, double *lo, double *hi)
+/* The q-quantile (0..1) of the sorted v[0..n-1], interpolated. */
+static double quantile(const double *v, int n, double q)
+{
+	double x = q * (n - 1);
+	int i = (int)x;
+
+	return i + 1 < n ? v[i] + (x - i) * (v[i + 1] - v[i]) : v[n - 1];
+}
+
+/*
+ * The median of s, and its range (lo, hi) and interquartile range (q1,
+ * q3) where asked for.
+ */
+static double median4(const struct samples *s, double *lo, double *hi,
+		      double *q1, double *q3)
 {
 	double v[MAX_REPS];
 	int n = s->n;
@@ -215,7 +252,16 @@ static double median(const struct samples *s, double *lo, double *hi)
 		*lo = v[0];
 	if (hi)
 		*hi = v[n - 1];
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+	if (q1)
+		*q1 = quantile(v, n, 0.25);
+	if (q3)
+		*q3 = quantile(v, n, 0.75);
+	return quantile(v, n, 0.5);
+}
+
+static double median(const struct samples *s, double *lo, double *hi)
+{
+	return median4(s, lo, hi, NULL, NULL);
 }
 
 static void add(struct samples *s, double v)
@@ -230,21 +276,23 @@ static void figure(const char *name, double v, const char *units)
 	fflush(stdout);
 }
 
-/* Median, plus the range as a second and third figure. */
+/* Median, then the range and the interquartile range as four figures. */
 static void figure_spread(const char *name, const struct samples *s,
 			  const char *units)
 {
+	static const char * const suffix[4] = { "min", "max", "q1", "q3" };
+	double q[4], m;
 	char n[96];
-	double lo, hi, m;
+	int i;
 
 	if (!s->n)
 		return;
-	m = median(s, &lo, &hi);
+	m = median4(s, &q[0], &q[1], &q[2], &q[3]);
 	figure(name, m, units);
-	snprintf(n, sizeof(n), "%s_min", name);
-	figure(n, lo, units);
-	snprintf(n, sizeof(n), "%s_max", name);
-	figure(n, hi, units);
+	for (i = 0; i < 4; i++) {
+		snprintf(n, sizeof(n), "%s_%s", name, suffix[i]);
+		figure(n, q[i], units);
+	}
 }
 
 #define NETSTAT_MAX	8192
@@ -414,27 +462,31 @@ static int flow_recv(struct flow *f, struct pkt_tcp *s, int ms)
 }
 
 /*
- * Send the stream up to offset end as fast as the window allows and
- * until all of it is acknowledged; go back to the last ACK on three
+ * Send the stream up to offset end as fast as the window (and
+ * --flight) allows and until all of it is acknowledged; go back to the last ACK on three
  * duplicate ACKs or when nothing moved for RTO_MS (a dropped segment).
  * 0, or -1 past ms or when a write was not whole (werr).
  */
 static int pump(struct flow *f, uint32_t end, int ms)
 {
 	struct timespec dl, moved, t;
+	uint32_t len, una, wnd, sent = 0;
 	struct pkt_tcp s;
-	uint32_t len, una, sent = 0;
 	int rc;
 
 	deadline_in(&dl, ms);
 	now(&moved);
 	while (f->una != end) {
-		while (f->nxt != end && f->nxt - f->una < f->wnd) {
+		/* At most the window, and at most flight segments. */
+		wnd = f->wnd;
+		if (wnd > (uint32_t)bench_opts.flight * MSS)
+			wnd = (uint32_t)bench_opts.flight * MSS;
+		while (f->nxt != end && f->nxt - f->una < wnd) {
 			len = end - f->nxt;
 			if (len > MSS)
 				len = MSS;
-			if (len > f->una + f->wnd - f->nxt)
-				len = f->una + f->wnd - f->nxt;
+			if (len > f->una + wnd - f->nxt)
+				len = f->una + wnd - f->nxt;
 			if (send_data(f, f->nxt, len))
 				return -1;
 			f->nxt += len;
@@ -446,8 +498,7 @@ static int pump(struct flow *f, uint32_t end, int ms)
 					;
 		}
 		una = f->una;
-		rc = flow_recv(f, &s,
-			       f->nxt == end || f->nxt - f->una >= f->wnd ? 10 : 0);
+		rc = flow_recv(f, &s, f->nxt == end || f->nxt - f->una >= wnd ? 10 : 0);
 		if (rc < 0)
 			return -1;
 		if (f->dupacks >= 3 && (int32_t)(f->una - f->recover) > 0) {
@@ -505,7 +556,7 @@ static void *reader_main(void *arg)
 	r->err = 0;
 	r->bad = UINT32_MAX;
 	while (r->rd != r->end) {
-		n = recv(r->fd, buf, sizeof(buf), MSG_DONTWAIT);
+		n = recv(r->fd, buf, (size_t)bench_opts.read_size, MSG_DONTWAIT);
 		if (n == 0) {
 			r->err = -1;
 			break;
@@ -569,10 +620,20 @@ static enum verdict transfer(struct flow *f, uint32_t from,
 {
 	struct reader r = { .fd = f->c.fd, .rd = from, .end = end, .ms = STEP_MS };
 	struct timespec t0;
+	pthread_attr_t attr;
+	cpu_set_t set;
 	int rc, err;
 
-	if (pthread_create(&r.thread, NULL, reader_main, &r)) {
-		snprintf(why, cap, "pthread_create failed");
+	pthread_attr_init(&attr);
+	if (f->rcpu >= 0) {
+		CPU_ZERO(&set);
+		CPU_SET(f->rcpu, &set);
+		pthread_attr_setaffinity_np(&attr, sizeof(set), &set);
+	}
+	rc = pthread_create(&r.thread, &attr, reader_main, &r);
+	pthread_attr_destroy(&attr);
+	if (rc) {
+		snprintf(why, cap, "pthread_create: %s", strerror(rc));
 		return V_FAIL;
 	}
 	now(&t0);
@@ -709,6 +770,117 @@ static void judge_merges(struct result *r, const char *what,
 			   what);
 }
 
+/* CPU cpu's busy, idle and softirq time from /proc/stat: 0, or -1. */
+static int cpu_time_read(int cpu, struct cpu_time *t)
+{
+	unsigned long long v[8];
+	char line[256], name[16];
+	FILE *fp;
+	int rc = -1;
+
+	fp = fopen("/proc/stat", "re");
+	if (!fp)
+		return -1;
+	snprintf(name, sizeof(name), "cpu%d ", cpu);
+	while (fgets(line, sizeof(line), fp)) {
+		if (strncmp(line, name, strlen(name)))
+			continue;
+		/* user nice system idle iowait irq softirq steal */
+		if (sscanf(line + strlen(name), "%llu %llu %llu %llu %llu %llu %llu %llu",
+			   &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) == 8) {
+			t->idle = v[3] + v[4];
+			t->busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+			t->softirq = v[6];
+			rc = 0;
+		}
+		break;
+	}
+	fclose(fp);
+	return rc;
+}
+
+/*
+ * Segments the kernel dropped because a CPU's input queue (where RPS
+ * puts them) was full: /proc/net/softnet_stat's second column, summed
+ * over the CPUs. -1 if unreadable.
+ */
+static long long queue_drops(void)
+{
+	unsigned int processed, dropped;
+	long long sum = 0;
+	char line[256];
+	FILE *fp;
+
+	fp = fopen("/proc/net/softnet_stat", "re");
+	if (!fp)
+		return -1;
+	while (fgets(line, sizeof(line), fp))
+		if (sscanf(line, "%x %x", &processed, &dropped) == 2)
+			sum += dropped;
+	fclose(fp);
+	return sum;
+}
+
+/*
+ * Make the receive path run on the reader's CPU, not the sender's:
+ * RPS on kgate1's receive queue steers every segment written into tap
+ * to the backlog of CPU 1, whose softirq runs TCP's receive path there
+ * (tcp_v4_rcv() and tcp_add_backlog() when the reader holds the
+ * socket); the reader is pinned to CPU 1 and the sender (this thread)
+ * to CPU 0 (the first two CPUs the process may use, in fact). Without it, write() into tap runs the whole receive
+ * softirq on the sender's CPU, and the receiver is rarely the
+ * bottleneck. The queue's rps_cpus is only in a sysfs mounted from the
+ * test's network namespace: a new mount namespace gets one on /sys.
+ * 0, or -1 with why.
+ */
+static int steer(struct flow *f, char *why, size_t cap)
+{
+	int cpu, cpus[2], n = 0;
+	char path[128], mask[16];
+	cpu_set_t set;
+
+	/* The first two CPUs this process may run on: sender, reader. */
+	if (sched_getaffinity(0, sizeof(set), &set)) {
+		snprintf(why, cap, "sched_getaffinity: %s", strerror(errno));
+		return -1;
+	}
+	for (cpu = 0; cpu < CPU_SETSIZE && n < 2; cpu++)
+		if (CPU_ISSET(cpu, &set))
+			cpus[n++] = cpu;
+	if (n < 2) {
+		snprintf(why, cap, "one CPU: the receive path cannot be steered away from the sender");
+		return -1;
+	}
+	if (cpus[1] >= 32) {
+		snprintf(why, cap, "the reader's CPU %d is past the 32 an rps_cpus word holds",
+			 cpus[1]);
+		return -1;
+	}
+	if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) ||
+	    mount("sysfs", "/sys", "sysfs", 0, NULL)) {
+		snprintf(why, cap, "a sysfs of the test's namespace: %s", strerror(errno));
+		return -1;
+	}
+	snprintf(path, sizeof(path), "/sys/class/net/%s/queues/rx-0/rps_cpus", DEV_NAME);
+	snprintf(mask, sizeof(mask), "%x", 1u << cpus[1]);
+	if (write_file(path, mask)) {
+		snprintf(why, cap, "%s rx-0 rps_cpus: %s (a kernel without CONFIG_RPS?)",
+			 DEV_NAME, strerror(errno));
+		return -1;
+	}
+	CPU_ZERO(&set);
+	CPU_SET(cpus[0], &set);
+	if (sched_setaffinity(0, sizeof(set), &set)) {
+		snprintf(why, cap, "pinning the sender to CPU %d: %s", cpus[0], strerror(errno));
+		return -1;
+	}
+	f->scpu = cpus[0];
+	f->rcpu = cpus[1];
+	diag("RPS steers %s's segments to CPU %d, the reader's; the sender runs on CPU %d",
+	     DEV_NAME, f->rcpu, f->scpu);
+	return 0;
+}
+
 /* Open the window: slow start and receive buffer tuning. */
 static bool warm_up(struct flow *f, struct result *r)
 {
@@ -737,19 +909,133 @@ static bool bulk_time_for(const struct flow *f, int n)
 	       bench_opts.bulk_budget;
 }
 
+/*
+ * Per mode ([0] on, [1] off): what each bulk run measured, and the CPU
+ * time of all of them (ticks of USER_HZ, summed: one run's share of a
+ * tick-counted CPU is too coarse on its own).
+ */
+struct bulk_samples {
+	struct samples mbps, merges, drops, qdrops;
+	struct cpu_time rcv, snd;	/* the reader's and the sender's CPU */
+	double mb;			/* megabytes moved */
+};
+
+static void cpu_time_add(struct cpu_time *sum, const struct cpu_time *a,
+			 const struct cpu_time *b)
+{
+	sum->busy += b->busy - a->busy;
+	sum->idle += b->idle - a->idle;
+	sum->softirq += b->softirq - a->softirq;
+}
+
+/* A CPU's busy (or idle) share of t, in %; -1 without ticks. */
+static double cpu_pct(const struct cpu_time *t, bool busy)
+{
+	if (!(t->busy + t->idle))
+		return -1;
+	return 100.0 * (double)(busy ? t->busy : t->idle) / (double)(t->busy + t->idle);
+}
+
+/*
+ * One bulk run: bulk_bytes more of the stream, and what the receiver's
+ * and sender's CPUs did meanwhile. V_PASS with *mbps, or the verdict
+ * with r set.
+ */
+static enum verdict bulk_run(struct flow *f, struct result *r, int m, int rep,
+			     struct bulk_samples *b, double *mbps)
+{
+	const struct bench_opts *o = &bench_opts;
+	struct cpu_time ra, rb, sa, sb, rt = { 0 }, st = { 0 };
+	long long rexmits, merged, dropped, qa, qb;
+	struct nstat na, nb;
+	char why[256];
+	enum verdict vd;
+	double secs;
+
+	if (nstat_read(&na) || (f->rcpu >= 0 && (cpu_time_read(f->rcpu, &ra) ||
+						 cpu_time_read(f->scpu, &sa)))) {
+		set_result(r, V_SKIP, "a counter read failed");
+		return V_SKIP;
+	}
+	rexmits = f->rexmits;
+	qa = queue_drops();
+	vd = transfer(f, f->una, f->una + o->bulk_bytes, &secs, why, sizeof(why));
+	if (vd != V_PASS) {
+		set_result(r, vd, "bulk %s, run %d: %s", onoff[m], rep + 1, why);
+		return vd;
+	}
+	qb = queue_drops();
+	if (qa < 0 || qb < 0 || nstat_read(&nb) ||
+	    (f->rcpu >= 0 && (cpu_time_read(f->rcpu, &rb) || cpu_time_read(f->scpu, &sb)))) {
+		set_result(r, V_SKIP, "a counter read failed");
+		return V_SKIP;
+	}
+	merged = nb.v[NS_COALESCE] - na.v[NS_COALESCE];
+	dropped = nb.v[NS_BACKLOGDROP] - na.v[NS_BACKLOGDROP];
+	if (secs > f->slowest)
+		f->slowest = secs;
+	*mbps = o->bulk_bytes / 1e6 / secs;
+	add(&b->mbps, *mbps);
+	add(&b->merges, (double)merged);
+	add(&b->drops, (double)dropped);
+	add(&b->qdrops, (double)(qb - qa));
+	b->mb += o->bulk_bytes / 1e6;
+	if (f->rcpu >= 0) {
+		cpu_time_add(&rt, &ra, &rb);
+		cpu_time_add(&st, &sa, &sb);
+		cpu_time_add(&b->rcv, &ra, &rb);
+		cpu_time_add(&b->snd, &sa, &sb);
+	}
+	diag("bulk run %d, coalescing %s: %u bytes in %.3f s, %.2f MB/s, %lld merges, %lld backlog drops, %lld input queue drops, %lld restarts; receiver CPU busy %.0f%%, sender CPU idle %.0f%%",
+	     rep + 1, onoff[m], o->bulk_bytes, secs, *mbps, merged, dropped, qb - qa,
+	     f->rexmits - rexmits, cpu_pct(&rt, true), cpu_pct(&st, false));
+	return V_PASS;
+}
+
+static void bulk_figures(int m, const struct bulk_samples *b, bool steered)
+{
+	const struct cpu_time *rc = &b->rcv;
+	char name[64];
+
+	snprintf(name, sizeof(name), "bulk_%s_goodput", onoff[m]);
+	figure_spread(name, &b->mbps, "MB/s");
+	snprintf(name, sizeof(name), "bulk_%s_merges", onoff[m]);
+	figure(name, median(&b->merges, NULL, NULL), "segments");
+	snprintf(name, sizeof(name), "bulk_%s_backlog_drops", onoff[m]);
+	figure(name, median(&b->drops, NULL, NULL), "segments");
+	snprintf(name, sizeof(name), "bulk_%s_queue_drops", onoff[m]);
+	figure(name, median(&b->qdrops, NULL, NULL), "segments");
+	if (!steered || !(rc->busy + rc->idle))
+		return;
+	snprintf(name, sizeof(name), "bulk_%s_receiver_busy", onoff[m]);
+	figure(name, cpu_pct(rc, true), "%");
+	snprintf(name, sizeof(name), "bulk_%s_receiver_softirq", onoff[m]);
+	figure(name, 100.0 * (double)rc->softirq / (double)(rc->busy + rc->idle), "%");
+	snprintf(name, sizeof(name), "bulk_%s_receiver_cpu", onoff[m]);
+	figure(name, (double)rc->busy * 1000.0 / (double)sysconf(_SC_CLK_TCK) / b->mb, "ms/MB");
+	snprintf(name, sizeof(name), "bulk_%s_sender_idle", onoff[m]);
+	figure(name, cpu_pct(&b->snd, false), "%");
+}
+
+/*
+ * Receiver-bound, with coalescing off: the reader's CPU busy at least
+ * RECEIVER_BUSY % of the runs, and the sender's idle at least
+ * SENDER_SPARE % (it waited for the window: it could have sent more).
+ */
+#define RECEIVER_BUSY	90
+#define SENDER_SPARE	5
+
 static void run_bulk(struct flow *f, struct result *r)
 {
 	const struct bench_opts *o = &bench_opts;
-	struct samples mbps[2] = { 0 }, ratio = { 0 }, merges[2] = { 0 },
-		       drops[2] = { 0 };
-	long long total_merges[2] = { 0, 0 }, rexmits, merged, dropped;
-	int rep, k, m, nmodes = f->sysctl ? 2 : 1;
+	static struct bulk_samples b[2];
+	struct samples ratio = { 0 };
 	static char snap[2][NETSTAT_MAX];
-	struct nstat a, b;
-	char why[256], name[64];
-	double secs, v[2];
-	enum verdict vd;
+	int rep, k, m, nmodes = f->sysctl ? 2 : 1;
+	long long total_merges[2] = { 0, 0 };
+	double v[2], busy, spare;
 
+	memset(b, 0, sizeof(b));
 	snap_netstat(snap[0]);
 	for (rep = 0; rep < o->reps && bulk_time_for(f, nmodes); rep++) {
 		for (k = 0; k < nmodes; k++) {
@@ -760,33 +1046,9 @@ static void run_bulk(struct flow *f, struct result *r)
 					   strerror(errno));
 				return;
 			}
-			if (nstat_read(&a)) {
-				set_result(r, V_SKIP, "a counter read failed");
+			if (bulk_run(f, r, m, rep, &b[m], &v[m]) != V_PASS)
 				return;
-			}
-			rexmits = f->rexmits;
-			vd = transfer(f, f->una, f->una + o->bulk_bytes, &secs, why,
-				      sizeof(why));
-			if (vd != V_PASS) {
-				set_result(r, vd, "bulk %s, run %d: %s", onoff[m], rep + 1, why);
-				return;
-			}
-			if (nstat_read(&b)) {
-				set_result(r, V_SKIP, "a counter read failed");
-				return;
-			}
-			merged = b.v[NS_COALESCE] - a.v[NS_COALESCE];
-			dropped = b.v[NS_BACKLOGDROP] - a.v[NS_BACKLOGDROP];
-			if (secs > f->slowest)
-				f->slowest = secs;
-			v[m] = o->bulk_bytes / secs / 1e6;
-			add(&mbps[m], v[m]);
-			add(&merges[m], (double)merged);
-			add(&drops[m], (double)dropped);
-			total_merges[m] += merged;
-			diag("bulk run %d, coalescing %s: %u bytes in %.3f s, %.2f MB/s, %lld merges, %lld backlog drops, %lld restarts",
-			     rep + 1, onoff[m], o->bulk_bytes, secs, v[m], merged, dropped,
-			     f->rexmits - rexmits);
+			total_merges[m] += (long long)b[m].merges.v[b[m].merges.n - 1];
 		}
 		if (nmodes == 2)
 			add(&ratio, v[0] / v[1]);
@@ -794,20 +1056,27 @@ static void run_bulk(struct flow *f, struct result *r)
 	set_mode(f, 1);
 	snap_netstat(snap[1]);
 	diag_netstat("bulk", snap[0], snap[1]);
-	for (m = 0; m < nmodes && rep; m++) {
-		snprintf(name, sizeof(name), "bulk_%s_goodput", onoff[m]);
-		figure_spread(name, &mbps[m], "MB/s");
-		snprintf(name, sizeof(name), "bulk_%s_merges", onoff[m]);
-		figure(name, median(&merges[m], NULL, NULL), "segments");
-		snprintf(name, sizeof(name), "bulk_%s_backlog_drops", onoff[m]);
-		figure(name, median(&drops[m], NULL, NULL), "segments");
-	}
+	for (m = 0; m < nmodes && rep; m++)
+		bulk_figures(m, &b[m], f->rcpu >= 0);
 	figure_spread("bulk_ratio", &ratio, "x");
+	if (ratio.n)
+		figure("bulk_pairs", ratio.n, "pairs");
 	if (rep < o->reps)
 		set_result(r, V_SKIP,
 			   "too slow to measure here: %d of %d runs per mode within %d s (slowest transfer %.1f s)",
 			   rep, o->reps, o->bulk_budget, f->slowest);
 	judge_merges(r, "bulk", total_merges[0], total_merges[1], nmodes == 2);
+	/* Receiver-bound: judged on the runs without coalescing's help. */
+	busy = cpu_pct(&b[nmodes - 1].rcv, true);
+	spare = cpu_pct(&b[nmodes - 1].snd, false);
+	if (busy < RECEIVER_BUSY)
+		set_result(r, V_SKIP,
+			   "bulk: the receiver's CPU was busy %.0f%% of the runs with coalescing %s (under %d%%): not receiver-bound",
+			   busy, onoff[nmodes - 1], RECEIVER_BUSY);
+	if (spare < SENDER_SPARE)
+		set_result(r, V_SKIP,
+			   "bulk: the sender's CPU was idle %.0f%% of the runs with coalescing %s (under %d%%): the sender may be the bottleneck",
+			   spare, onoff[nmodes - 1], SENDER_SPARE);
 	set_result(r, V_PASS, "%d runs of %u bytes, every byte in order; merges with coalescing on: %lld, off: %lld",
 		   rep * nmodes, o->bulk_bytes, total_merges[0], total_merges[1]);
 }
@@ -890,6 +1159,8 @@ FIXTURE_SETUP(bench)
 	int i;
 
 	f->dev.fd = -1;
+	f->rcpu = -1;
+	f->scpu = -1;
 	f->lfd = -1;
 	f->c.fd = -1;
 	f->hold.fd = -1;
@@ -952,16 +1223,19 @@ static void conclude(struct __test_metadata *_metadata,
 	}
 }
 
-/* Goodput, on against off; every byte in order. */
+/* Receiver-bound goodput, on against off; every byte in order. */
 TEST_F_TIMEOUT(bench, bulk, BULK_TIMEOUT)
 {
 	struct flow *f = &self->f;
 	struct result r = { V_PASS, "" };
+	char why[160];
 
 	if (f->na[0])
 		SKIP(return, "%s", f->na);
 	if (!bench_opts.bulk)
 		SKIP(return, "--no-bulk");
+	if (steer(f, why, sizeof(why)))
+		SKIP(return, "inconclusive: %s", why);
 	now(&f->started);
 	if (warm_up(f, &r))
 		run_bulk(f, &r);

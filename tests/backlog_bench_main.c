@@ -2,7 +2,7 @@
 /*
  * The guest's backlog_bench: the selftest backlog_bench.c as it goes
  * upstream, with its own options (--reps, --bulk-bytes, --drain,
- * --rcvbuf, --bulk-budget, --no-bulk, --no-drain), taken out of the command line
+ * --rcvbuf, --bulk-budget, --flight, --read-size, --no-bulk, --no-drain), taken out of the command line
  * first, and ksft_cli.h's command line over 6.1's harness for the rest
  * (--list, --case, --repeat, --timeout, --ptest, --help).
  */
@@ -15,8 +15,8 @@
 #include "ksft_cli.h"
 
 enum {
-	OPT_REPS, OPT_BULK_BYTES, OPT_DRAIN, OPT_RCVBUF, OPT_BULK_BUDGET, OPT_NO_BULK,
-	OPT_NO_DRAIN,
+	OPT_REPS, OPT_BULK_BYTES, OPT_DRAIN, OPT_RCVBUF, OPT_BULK_BUDGET, OPT_FLIGHT,
+	OPT_READ_SIZE, OPT_NO_BULK, OPT_NO_DRAIN,
 };
 
 static const struct bench_option {
@@ -29,6 +29,8 @@ static const struct bench_option {
 	[OPT_DRAIN] = { "drain", 'd', true },
 	[OPT_RCVBUF] = { "rcvbuf", 's', true },
 	[OPT_BULK_BUDGET] = { "bulk-budget", 0, true },
+	[OPT_FLIGHT] = { "flight", 0, true },
+	[OPT_READ_SIZE] = { "read-size", 0, true },
 	[OPT_NO_BULK] = { "no-bulk", 0, false },
 	[OPT_NO_DRAIN] = { "no-drain", 0, false },
 };
@@ -140,6 +142,22 @@ static int bench_set(const char *prog, int opt, char *val)
 		}
 		o->bulk_budget = (int)v;
 		break;
+	case OPT_FLIGHT:
+		v = strtol(val, &end, 10);
+		if (end == val || *end || v < 1 || v > 100000) {
+			fprintf(stderr, "%s: --flight wants 1..100000\n", prog);
+			return -1;
+		}
+		o->flight = (int)v;
+		break;
+	case OPT_READ_SIZE:
+		v = parse_size(val, 65536);
+		if (v < 1) {
+			fprintf(stderr, "%s: --read-size wants 1..64K\n", prog);
+			return -1;
+		}
+		o->read_size = (int)v;
+		break;
 	case OPT_NO_BULK:
 		o->bulk = false;
 		break;
@@ -213,7 +231,7 @@ int main(int argc, char **argv)
 			     "on and off (net.ipv4.tcp_backlog_coalesce), runs alternating. Needs\n"
 			     "root: each test runs in a network namespace of its own with a tap\n"
 			     "device and touches nothing else. IPv4 only. Tests: bench.bulk\n"
-			     "(goodput), bench.drain (backlog drain time); each sets up its own\n"
+			     "(goodput, the receive path steered to the reader's CPU), bench.drain (backlog drain time); each sets up its own\n"
 			     "connection and warms it up with a transfer of --bulk-bytes.\n\n"
 			     "  -r, --reps N        runs per mode (default 5)\n"
 			     "  -b, --bulk-bytes N  bytes per bulk run, K and M suffixes (default 1M)\n"
@@ -224,11 +242,17 @@ int main(int argc, char **argv)
 			     "      --bulk-budget S seconds bench.bulk takes runs for (default and\n"
 			     "                      most: its deadline less a margin); runs that\n"
 			     "                      do not fit make it inconclusive: too slow here\n"
+			     "      --flight N      segments the sender keeps unacknowledged at\n"
+			     "                      most (default 512), under the kernel's\n"
+			     "                      netdev_max_backlog (1000), so that the queue RPS\n"
+			     "                      fills for the receiver's CPU never overflows\n"
+			     "      --read-size N   bytes each recv() of the reader asks for (default\n"
+			     "                      and most 64K)\n"
 			     "      --no-bulk       skip bench.bulk\n"
 			     "      --no-drain      skip bench.drain\n\n"
-			     "Figures: '# kgate-measure NAME VALUE UNITS' lines, medians with _min\n"
-			     "and _max; the ratios are on/off goodput and off/on drain time, per\n"
-			     "pair of runs. Without the sysctl (a kernel without the kgate patch)\n"
+			     "Figures: '# kgate-measure NAME VALUE UNITS' lines, medians with _min,\n"
+			     "_max, _q1 and _q3 (quartiles); the ratios are on/off goodput and\n"
+			     "off/on drain time, per pair of runs. Without the sysctl (a kernel without the kgate patch)\n"
 			     "only the 'on' figures are measured.\n",
 			     NULL);
 }

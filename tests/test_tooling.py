@@ -355,6 +355,10 @@ def test_bench_runs_only_for_kernels_meant_to_ship():
 FIGS = {
     "bulk_on_goodput": (50.0, "MB/s"), "bulk_off_goodput": (40.0, "MB/s"),
     "bulk_ratio": (1.25, "x"), "bulk_ratio_min": (1.1, "x"), "bulk_ratio_max": (1.4, "x"),
+    "bulk_ratio_q1": (1.2, "x"), "bulk_ratio_q3": (1.3, "x"), "bulk_pairs": (9.0, "pairs"),
+    "bulk_on_receiver_busy": (97.0, "%"), "bulk_off_receiver_busy": (100.0, "%"),
+    "bulk_on_receiver_cpu": (21.5, "ms/MB"), "bulk_off_receiver_cpu": (26.0, "ms/MB"),
+    "bulk_on_sender_idle": (35.0, "%"), "bulk_off_sender_idle": (48.0, "%"),
     "bulk_on_merges": (120.0, "segments"), "bulk_on_backlog_drops": (0.0, "segments"),
     "bulk_off_backlog_drops": (3.0, "segments"),
     "drain_0_on_time": (150.0, "us"), "drain_0_segments": (0.0, "segments"),
@@ -378,9 +382,12 @@ def test_figures_table_and_plot():
     assert rows[0]["drain_n"] == 1000 and rows[0]["bulk_ratio"] == (1.25, 1.1, 1.4)
     assert rows[1]["drain_n"] is None and rows[1]["bulk_ratio"] == (None, None, None)
     text = figures.table(jobs)
-    line = [x for x in text.splitlines() if x.startswith("x86_64")][0]
-    for cell in ("50.0", "40.0", "1.25x (1.10-1.40)", "6.50x (4.00-9.50)", "0/3", "944"):
-        assert cell in line
+    bulk, drain = [x for x in text.splitlines() if x.startswith("x86_64")]
+    for cell in ("50.0", "40.0", "1.25x [1.20-1.30] 9", "(1.10-1.40)", "0/3", "97/100",
+                 "21.5/26.0", "35/48"):
+        assert cell in bulk
+    for cell in ("6.50x (4.00-9.50)", "944", "2600.0"):
+        assert cell in drain
     plot = figures.svg(jobs)
     import xml.etree.ElementTree as ET
     root = ET.fromstring(plot)
@@ -417,6 +424,19 @@ def test_a_bulk_run_too_slow_to_finish_is_inconclusive_not_failed():
     assert r.returncode == 4, r.stdout
     assert "ok 1 bench.bulk # SKIP inconclusive: too slow to measure here: 0 of 3 runs" \
         in r.stdout
+
+
+def test_bulk_on_one_cpu_is_inconclusive():
+    # Nothing to steer the receive path to: the sender's CPU would carry
+    # it, and the receiver would rarely be the bottleneck.
+    prog = os.environ.get("KGATE_NATIVE_BENCH")
+    if not prog:
+        pytest.skip("KGATE_NATIVE_BENCH not set (make check sets it)")
+    r = subprocess.run(["taskset", "-c", "0", prog, "--reps", "1", "--bulk-bytes", "64K",
+                        "--no-drain"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 4, r.stdout
+    assert "ok 1 bench.bulk # SKIP inconclusive: one CPU: the receive path cannot be " \
+        "steered away from the sender" in r.stdout
 
 
 def test_guest_cases_match_the_program():

@@ -35,8 +35,13 @@ def summary(jobs):
             "target": j["target"], "variant": j["variant"],
             "bulk_on": g("bulk_on_goodput"), "bulk_off": g("bulk_off_goodput"),
             "bulk_ratio": (g("bulk_ratio"), g("bulk_ratio_min"), g("bulk_ratio_max")),
+            "bulk_iqr": (g("bulk_ratio_q1"), g("bulk_ratio_q3")), "bulk_pairs": g("bulk_pairs"),
             "bulk_merges": g("bulk_on_merges"),
             "bulk_drops": (g("bulk_on_backlog_drops"), g("bulk_off_backlog_drops")),
+            # the receiver's CPU (busy %, ms per MB) and the sender's (idle %)
+            "bulk_busy": (g("bulk_on_receiver_busy"), g("bulk_off_receiver_busy")),
+            "bulk_cpu": (g("bulk_on_receiver_cpu"), g("bulk_off_receiver_cpu")),
+            "bulk_idle": (g("bulk_on_sender_idle"), g("bulk_off_sender_idle")),
             "drain_n": n, "drain_segs": None, "drain_on": None, "drain_off": None,
             "drain_ratio": (None, None, None), "drain_merges": None, "drain_drops": (None, None),
             "release": g("drain_0_on_time"),
@@ -59,14 +64,27 @@ def _f(v, fmt="{:.1f}"):
 
 
 def _ratio(r):
-    m, lo, hi = r
-    if m is None:
+    return "-" if r[0] is None else f"{r[0]:.2f}x {_span(r)}"
+
+
+def _span(r):
+    """'(min-max)' of a (median, min, max)."""
+    return "-" if r[0] is None else f"({r[1]:.2f}-{r[2]:.2f})"
+
+
+def _pair(p, fmt="{:.0f}"):
+    return "/".join(_f(v, fmt) for v in p)
+
+
+def _iqr(r):
+    """'1.25x [1.10-1.40] 9' : the median on/off, its interquartile
+    range and the pairs it came from."""
+    if r["bulk_ratio"][0] is None:
         return "-"
-    return f"{m:.2f}x ({lo:.2f}-{hi:.2f})"
-
-
-def _pair(p):
-    return "/".join(_f(v, "{:.0f}") for v in p)
+    q1, q3 = r["bulk_iqr"]
+    iqr = f" [{q1:.2f}-{q3:.2f}]" if q1 is not None else ""
+    pairs = f" {r['bulk_pairs']:.0f}" if r["bulk_pairs"] is not None else ""
+    return f"{r['bulk_ratio'][0]:.2f}x{iqr}{pairs}"
 
 
 def table(jobs):
@@ -74,25 +92,29 @@ def table(jobs):
     rows = summary(jobs)
     if not rows:
         return ""
-    heads = ["target", "bulk on MB/s", "off MB/s", "on/off (range)", "merges", "drops on/off",
-             "drain segs", "on us", "off us", "off/on (range)", "merges", "drops on/off",
-             "release us"]
-    body = []
-    for r in rows:
-        name = r["target"] if r["variant"] == "fixed" else f"{r['target']}/{r['variant']}"
-        body.append([name, _f(r["bulk_on"]), _f(r["bulk_off"]), _ratio(r["bulk_ratio"]),
-                     _f(r["bulk_merges"], "{:.0f}"), _pair(r["bulk_drops"]),
-                     _f(r["drain_segs"], "{:.0f}"), _f(r["drain_on"]), _f(r["drain_off"]),
-                     _ratio(r["drain_ratio"]), _f(r["drain_merges"], "{:.0f}"),
-                     _pair(r["drain_drops"]), _f(r["release"])])
-    notes = ["bulk: receive goodput, medians of runs alternating coalescing on and off; "
-             "on/off per pair of runs, median (min-max).",
+    name = lambda r: r["target"] if r["variant"] == "fixed" else f"{r['target']}/{r['variant']}"  # noqa: E731
+    bulk = [[name(r), _f(r["bulk_on"]), _f(r["bulk_off"]), _iqr(r), _span(r["bulk_ratio"]),
+             _f(r["bulk_merges"], "{:.0f}"), _pair(r["bulk_drops"]), _pair(r["bulk_busy"]),
+             _pair(r["bulk_cpu"], "{:.1f}"), _pair(r["bulk_idle"])] for r in rows]
+    drain = [[name(r), _f(r["drain_segs"], "{:.0f}"), _f(r["drain_on"]), _f(r["drain_off"]),
+              _ratio(r["drain_ratio"]), _f(r["drain_merges"], "{:.0f}"), _pair(r["drain_drops"]),
+              _f(r["release"])] for r in rows]
+    notes = ["bulk: receive goodput, the receive path steered by RPS to the reader's CPU (the "
+             "sender on the other): medians of runs alternating coalescing on and off; on/off "
+             "per pair of runs: median [interquartile range] pairs, and (min-max).",
+             "rcv busy: the reader's CPU busy, % of the run; ms/MB: its CPU time per MB; "
+             "snd idle: the sender's CPU idle, %; each on/off.",
+             "a bulk merges of 0 (with coalescing on) means the backlog was never used, "
+             "as on one CPU: that row's bulk ratio says nothing.",
              "drain: time from releasing a held socket to recv() returning with N segments "
              "in the backlog (release_sock()); off/on per pair; release: the same with an "
-             "empty backlog.",
-             "a bulk merges of 0 (with coalescing on) means the backlog was never used, "
-             "as on one CPU: that row's bulk ratio says nothing."]
-    return "\n".join([format_table(heads, body, rule=True)] + notes)
+             "empty backlog."]
+    return "\n".join([
+        format_table(["target", "bulk on MB/s", "off MB/s", "on/off [IQR] pairs", "(range)",
+                      "merges", "drops on/off", "rcv busy %", "rcv ms/MB", "snd idle %"],
+                      bulk, rule=True), "",
+        format_table(["target", "drain segs", "on us", "off us", "off/on (range)", "merges",
+                      "drops on/off", "release us"], drain, rule=True)] + notes)
 
 
 def svg(jobs, title="TCP backlog coalescing, on against off"):
