@@ -17,8 +17,11 @@
  * tcp_add_backlog()'s. The peer offers MSS 1460 and window scaling,
  * sends headers it builds plus payload straight from the test pattern
  * with writev() (checksums precomputed), reads the kernel's ACKs as it
- * sends and goes back to the last ACK on three duplicate ACKs or a
- * 200 ms silence. A warm-up transfer opens the window first.
+ * sends, never past the right edge of the latest (its ACK plus its
+ * window), and goes back to the last ACK on three duplicate ACKs or a
+ * 200 ms silence; a silence is explained in the log (what the receiver
+ * has, the last ACKs, the counters that moved). A warm-up transfer
+ * opens the window first.
  *
  * Tests:
  *   bench.bulk   receiver-bound goodput, as on a receiver without GRO
@@ -60,6 +63,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <linux/if_ether.h>
+#include <linux/tcp.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -70,6 +74,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sched.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -90,6 +95,7 @@
 #define PATTERN		65536	/* stream_byte() repeats every 64 KiB */
 #define PRIME_LEN	8
 #define RTO_MS		200	/* go back to the last ACK after this */
+#define ACK_LOG		8	/* ACKs kept to explain a stall */
 #define HOLD_MS		10000	/* for the receiver to fault */
 #define CONNECT_MS	10000
 #define STEP_MS		60000	/* bound of each transfer */
@@ -155,8 +161,11 @@ struct flow {
 	uint32_t high;		/* highest offset sent so far */
 	uint32_t wnd;		/* the kernel's window, in bytes, from una */
 	int dupacks;		/* ACKs in a row that did not move una */
-	uint32_t recover;	/* no dupack restart before una passes it */
+	uint32_t recover;	/* una at the last restart: none again until it moves */
 	long long rexmits;	/* go-back-N restarts */
+	long long timeouts;	/* of them, after RTO_MS without progress */
+	uint32_t acks[ACK_LOG][3];	/* the last ACKs: offset, window, nxt then */
+	unsigned int nacks;	/* ACKs seen, the last ACK_LOG in acks */
 	int werr;		/* why a write into tap was not whole, or 0 */
 	char na[160];		/* why the test cannot run here */
 	struct timespec started;	/* when the test began (its deadline's start) */
@@ -295,46 +304,58 @@ static void figure_spread(const char *name, const struct samples *s,
 	}
 }
 
-#define NETSTAT_MAX	8192
+#define NETSTAT_MAX	16384
 
-/* The whole of /proc/net/netstat, for a before/after diff. */
+/* /proc/net/netstat and /proc/net/snmp, for a before/after diff. */
 static void snap_netstat(char *buf)
 {
-	FILE *f = fopen("/proc/net/netstat", "re");
+	static const char * const files[] = { "/proc/net/netstat", "/proc/net/snmp" };
 	size_t n = 0;
+	unsigned int i;
+	FILE *f;
 
-	if (f) {
-		n = fread(buf, 1, NETSTAT_MAX - 1, f);
+	for (i = 0; i < ARRAY_SIZE(files); i++) {
+		f = fopen(files[i], "re");
+		if (!f)
+			continue;
+		n += fread(buf + n, 1, NETSTAT_MAX - 1 - n, f);
 		fclose(f);
 	}
 	buf[n] = '\0';
 }
 
-#define TCPEXT_MAX	192
+#define MIB_MAX	192
 
-struct tcpext {
+struct mib {
 	int n;
-	char name[TCPEXT_MAX][40];
-	long long val[TCPEXT_MAX];
+	char name[MIB_MAX][40];
+	long long val[MIB_MAX];
 };
 
-/* The TcpExt names and values of a snapshot, in the kernel's order. */
-static void parse_tcpext(const char *snap, struct tcpext *t)
+/*
+ * The names and values of one group of a snapshot ("TcpExt", "Tcp",
+ * ...), in the kernel's order: a line of names, then one of values.
+ */
+static void parse_mib(const char *snap, const char *group, struct mib *t)
 {
 	static char copy[NETSTAT_MAX];
-	char *names, *values, *sn, *sv, *n, *v;
+	char *names, *values, *sn, *sv, *n, *v, key[24];
+	size_t klen;
 
 	t->n = 0;
-	snprintf(copy, sizeof(copy), "%s", snap);
-	names = strstr(copy, "TcpExt:");
-	values = names ? strstr(names + 7, "TcpExt:") : NULL;
+	klen = (size_t)snprintf(key, sizeof(key), "\n%s: ", group);
+	snprintf(copy, sizeof(copy), "\n%s", snap);
+	names = strstr(copy, key);
+	values = names ? strstr(names + klen, key) : NULL;
 	if (!values)
 		return;
+	names += klen;
+	values += klen;
 	names[strcspn(names, "\n")] = '\0';
 	values[strcspn(values, "\n")] = '\0';
-	n = strtok_r(names + 7, " ", &sn);
-	v = strtok_r(values + 7, " ", &sv);
-	while (n && v && t->n < TCPEXT_MAX) {
+	n = strtok_r(names, " ", &sn);
+	v = strtok_r(values, " ", &sv);
+	while (n && v && t->n < MIB_MAX) {
 		snprintf(t->name[t->n], sizeof(t->name[0]), "%s", n);
 		t->val[t->n++] = atoll(v);
 		n = strtok_r(NULL, " ", &sn);
@@ -343,23 +364,23 @@ static void parse_tcpext(const char *snap, struct tcpext *t)
 }
 
 /*
- * Name every TcpExt counter that changed between two snapshots: where
- * segments were dropped or pruned, the reason is there.
+ * Name every counter of a group that changed between two snapshots:
+ * where segments were dropped or pruned, the reason is there.
  */
-static void diag_netstat(const char *what, const char *a, const char *b)
+static void diag_mib(const char *what, const char *group, const char *a, const char *b)
 {
-	static struct tcpext ta, tb;
+	static struct mib ta, tb;
 	char out[1024] = "";
 	size_t used = 0;
 	int i;
 
-	parse_tcpext(a, &ta);
-	parse_tcpext(b, &tb);
+	parse_mib(a, group, &ta);
+	parse_mib(b, group, &tb);
 	for (i = 0; i < ta.n && i < tb.n && used < sizeof(out) - 64; i++)
 		if (tb.val[i] != ta.val[i])
 			used += (size_t)snprintf(out + used, sizeof(out) - used, " %s%+lld",
 						 tb.name[i], tb.val[i] - ta.val[i]);
-	diag("%s: TcpExt changes:%s", what, used ? out : " none");
+	diag("%s: %s changes:%s", what, group, used ? out : " none");
 }
 
 /*
@@ -444,6 +465,9 @@ static int flow_recv(struct flow *f, struct pkt_tcp *s, int ms)
 		return rc;
 	if ((s->flags & PKT_ACK) && !(s->flags & PKT_SYN)) {
 		acked = s->ack - f->c.iss - 1;
+		f->acks[f->nacks % ACK_LOG][0] = acked;
+		f->acks[f->nacks % ACK_LOG][1] = (uint32_t)s->window << f->c.wscale;
+		f->acks[f->nacks++ % ACK_LOG][2] = f->nxt;
 		/* RFC 5681's duplicate: no data, same ACK, same window. */
 		if (acked == f->una && f->nxt != f->una && !s->len &&
 		    ((uint32_t)s->window << f->c.wscale) == f->wnd)
@@ -461,27 +485,122 @@ static int flow_recv(struct flow *f, struct pkt_tcp *s, int ms)
 	return 1;
 }
 
+/* The packets waiting in a CPU's input queue (softnet_stat's 12th), or -1. */
+static int input_queue_len(int cpu)
+{
+	unsigned int v[13];
+	char line[256];
+	int len = -1;
+	FILE *fp;
+
+	fp = fopen("/proc/net/softnet_stat", "re");
+	if (!fp)
+		return -1;
+	while (fgets(line, sizeof(line), fp))
+		if (sscanf(line, "%x %x %x %x %x %x %x %x %x %x %x %x %x",
+			   &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7],
+			   &v[8], &v[9], &v[10], &v[11], &v[12]) == 13 &&
+		    (int)v[12] == cpu)
+			len = (int)v[11];
+	fclose(fp);
+	return len;
+}
+
+/* The packets tap dropped on their way to the peer (/proc/net/dev), or -1. */
+static long long tap_tx_drops(void)
+{
+	unsigned long long v[12];
+	long long drops = -1;
+	char line[512], *p;
+	FILE *fp;
+
+	fp = fopen("/proc/net/dev", "re");
+	if (!fp)
+		return -1;
+	while (fgets(line, sizeof(line), fp)) {
+		p = strstr(line, DEV_NAME ":");
+		if (!p)
+			continue;
+		if (sscanf(p + strlen(DEV_NAME ":"),
+			   "%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu",
+			   &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7],
+			   &v[8], &v[9], &v[10], &v[11]) == 12)
+			drops = (long long)v[11];
+	}
+	fclose(fp);
+	return drops;
+}
+
+/*
+ * Where a stream stalled: what the receiving socket and its CPU hold,
+ * and the counters that moved since snap (the transfer's start).
+ */
+static void diag_stall(const struct flow *f, const char *snap)
+{
+	static const char * const groups[] = { "Ip", "IpExt", "Tcp", "TcpExt" };
+	static char now_snap[NETSTAT_MAX];
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+	unsigned int i;
+	int inq = -1;
+
+	memset(&ti, 0, sizeof(ti));
+	if (getsockopt(f->c.fd, IPPROTO_TCP, TCP_INFO, &ti, &len))
+		memset(&ti, 0, sizeof(ti));
+	if (ioctl(f->c.fd, FIONREAD, &inq))
+		inq = -1;
+	diag("stalled: the receiver has the stream up to %llu (una %u, nxt %u), its last data %u ms ago, %d bytes unread, ato %u us; CPU %d input queue %d packets; tap's drops toward the peer %lld",
+	     (unsigned long long)ti.tcpi_bytes_received, f->una, f->nxt,
+	     ti.tcpi_last_data_recv, inq, ti.tcpi_ato, f->rcpu,
+	     f->rcpu >= 0 ? input_queue_len(f->rcpu) : -1, tap_tx_drops());
+	for (i = f->nacks > ACK_LOG ? f->nacks - ACK_LOG : 0; i < f->nacks; i++)
+		diag("stalled: ACK %u: %u window %u (right edge %u), sent up to %u", i,
+		     f->acks[i % ACK_LOG][0], f->acks[i % ACK_LOG][1],
+		     f->acks[i % ACK_LOG][0] + f->acks[i % ACK_LOG][1], f->acks[i % ACK_LOG][2]);
+	snap_netstat(now_snap);
+	for (i = 0; i < ARRAY_SIZE(groups); i++)
+		diag_mib("stalled", groups[i], snap, now_snap);
+}
+
+/* What the peer may have unacknowledged: the window, at most --flight segments. */
+static uint32_t send_window(const struct flow *f)
+{
+	uint32_t cap = (uint32_t)bench_opts.flight * MSS;
+
+	return f->wnd < cap ? f->wnd : cap;
+}
+
 /*
  * Send the stream up to offset end as fast as the window (and
- * --flight) allows and until all of it is acknowledged; go back to the last ACK on three
- * duplicate ACKs or when nothing moved for RTO_MS (a dropped segment).
+ * --flight) allows and until all of it is acknowledged; go back to the
+ * last ACK on three duplicate ACKs or when nothing moved for RTO_MS (a
+ * dropped segment). After going back, the segments still in flight beyond
+ * the hole bring more duplicates of the same ACK: no second restart until
+ * una moves. A partial ACK (una moved, but not past what was sent before)
+ * followed by three duplicates is another hole, as in NewReno (RFC 6582):
+ * waiting for RTO_MS there would stall a run for far longer than it takes.
  * 0, or -1 past ms or when a write was not whole (werr).
  */
 static int pump(struct flow *f, uint32_t end, int ms)
 {
+	static char snap[NETSTAT_MAX];
 	struct timespec dl, moved, t;
 	uint32_t len, una, wnd, sent = 0;
 	struct pkt_tcp s;
 	int rc;
 
+	snap_netstat(snap);
 	deadline_in(&dl, ms);
 	now(&moved);
 	while (f->una != end) {
-		/* At most the window, and at most flight segments. */
-		wnd = f->wnd;
-		if (wnd > (uint32_t)bench_opts.flight * MSS)
-			wnd = (uint32_t)bench_opts.flight * MSS;
-		while (f->nxt != end && f->nxt - f->una < wnd) {
+		/*
+		 * At most the window, and at most flight segments, from
+		 * the latest ACK read while sending: an ACK that moves una
+		 * with a smaller window (its reader fell behind) keeps the
+		 * right edge where it was; the new una with the old window
+		 * would be past it, the kernel drops what lands there.
+		 */
+		while (f->nxt != end && f->nxt - f->una < (wnd = send_window(f))) {
 			len = end - f->nxt;
 			if (len > MSS)
 				len = MSS;
@@ -498,14 +617,14 @@ static int pump(struct flow *f, uint32_t end, int ms)
 					;
 		}
 		una = f->una;
-		rc = flow_recv(f, &s, f->nxt == end || f->nxt - f->una >= wnd ? 10 : 0);
+		rc = flow_recv(f, &s, f->nxt == end || f->nxt - f->una >= send_window(f) ? 10 : 0);
 		if (rc < 0)
 			return -1;
 		if (f->dupacks >= 3 && (int32_t)(f->una - f->recover) > 0) {
 			/* Something was lost: the kernel says so at once. */
 			diag("dupack restart: una %u nxt %u high %u wnd %u",
 			     f->una, f->nxt, f->high, f->wnd);
-			f->recover = f->high;
+			f->recover = f->una;
 			f->nxt = f->una;
 			f->dupacks = 0;
 			f->rexmits++;
@@ -517,9 +636,11 @@ static int pump(struct flow *f, uint32_t end, int ms)
 			if (elapsed_us(&moved, &t) > RTO_MS * 1000.0) {
 				diag("timeout restart: una %u nxt %u high %u wnd %u end %u",
 				     f->una, f->nxt, f->high, f->wnd, end);
-				f->recover = f->high;
+				diag_stall(f, snap);
+				f->recover = f->una;
 				f->nxt = f->una;	/* also probes a zero window */
 				f->rexmits++;
+				f->timeouts++;
 				if (!f->wnd)
 					f->wnd = MSS;
 				moved = t;
@@ -946,7 +1067,7 @@ static enum verdict bulk_run(struct flow *f, struct result *r, int m, int rep,
 {
 	const struct bench_opts *o = &bench_opts;
 	struct cpu_time ra, rb, sa, sb, rt = { 0 }, st = { 0 };
-	long long rexmits, merged, dropped, qa, qb;
+	long long rexmits, timeouts, merged, dropped, qa, qb;
 	struct nstat na, nb;
 	char why[256];
 	enum verdict vd;
@@ -958,6 +1079,7 @@ static enum verdict bulk_run(struct flow *f, struct result *r, int m, int rep,
 		return V_SKIP;
 	}
 	rexmits = f->rexmits;
+	timeouts = f->timeouts;
 	qa = queue_drops();
 	vd = transfer(f, f->una, f->una + o->bulk_bytes, &secs, why, sizeof(why));
 	if (vd != V_PASS) {
@@ -986,9 +1108,9 @@ static enum verdict bulk_run(struct flow *f, struct result *r, int m, int rep,
 		cpu_time_add(&b->rcv, &ra, &rb);
 		cpu_time_add(&b->snd, &sa, &sb);
 	}
-	diag("bulk run %d, coalescing %s: %u bytes in %.3f s, %.2f MB/s, %lld merges, %lld backlog drops, %lld input queue drops, %lld restarts; receiver CPU busy %.0f%%, sender CPU idle %.0f%%",
+	diag("bulk run %d, coalescing %s: %u bytes in %.3f s, %.2f MB/s, %lld merges, %lld backlog drops, %lld input queue drops, %lld restarts (%lld after a timeout); receiver CPU busy %.0f%%, sender CPU idle %.0f%%",
 	     rep + 1, onoff[m], o->bulk_bytes, secs, *mbps, merged, dropped, qb - qa,
-	     f->rexmits - rexmits, cpu_pct(&rt, true), cpu_pct(&st, false));
+	     f->rexmits - rexmits, f->timeouts - timeouts, cpu_pct(&rt, true), cpu_pct(&st, false));
 	return V_PASS;
 }
 
@@ -1055,7 +1177,7 @@ static void run_bulk(struct flow *f, struct result *r)
 	}
 	set_mode(f, 1);
 	snap_netstat(snap[1]);
-	diag_netstat("bulk", snap[0], snap[1]);
+	diag_mib("bulk", "TcpExt", snap[0], snap[1]);
 	for (m = 0; m < nmodes && rep; m++)
 		bulk_figures(m, &b[m], f->rcpu >= 0);
 	figure_spread("bulk_ratio", &ratio, "x");
@@ -1209,7 +1331,8 @@ FIXTURE_TEARDOWN(bench)
 static void conclude(struct __test_metadata *_metadata,
 		     struct flow *f, const struct result *r)
 {
-	diag("go-back-N restarts of the peer: %lld", f->rexmits);
+	diag("go-back-N restarts of the peer: %lld (%lld after a timeout)",
+	     f->rexmits, f->timeouts);
 	switch (r->v) {
 	case V_PASS:
 		diag("%s", r->why);
