@@ -1193,11 +1193,11 @@ static void run_bulk(struct flow *f, struct result *r)
 	spare = cpu_pct(&b[nmodes - 1].snd, false);
 	if (busy < RECEIVER_BUSY)
 		set_result(r, V_SKIP,
-			   "bulk: the receiver's CPU was busy %.0f%% of the runs with coalescing %s (under %d%%): not receiver-bound",
+			   "bulk: the receiver's CPU was busy %.1f%% of the runs with coalescing %s (under %d%%): not receiver-bound",
 			   busy, onoff[nmodes - 1], RECEIVER_BUSY);
 	if (spare < SENDER_SPARE)
 		set_result(r, V_SKIP,
-			   "bulk: the sender's CPU was idle %.0f%% of the runs with coalescing %s (under %d%%): the sender may be the bottleneck",
+			   "bulk: the sender's CPU was idle %.1f%% of the runs with coalescing %s (under %d%%): the sender may be the bottleneck",
 			   spare, onoff[nmodes - 1], SENDER_SPARE);
 	set_result(r, V_PASS, "%d runs of %u bytes, every byte in order; merges with coalescing on: %lld, off: %lld",
 		   rep * nmodes, o->bulk_bytes, total_merges[0], total_merges[1]);
