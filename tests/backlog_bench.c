@@ -485,25 +485,35 @@ static int flow_recv(struct flow *f, struct pkt_tcp *s, int ms)
 	return 1;
 }
 
-/* The packets waiting in a CPU's input queue (softnet_stat's 12th), or -1. */
-static int input_queue_len(int cpu)
+/*
+ * From /proc/net/softnet_stat: *drops, the segments dropped because a
+ * CPU's input queue (where RPS puts them) was full, summed over the
+ * CPUs (its 2nd column); *qlen, the packets waiting in cpu's input
+ * queue (its 12th; -1 if cpu is not listed). 0, or -1 if unreadable.
+ */
+static int softnet_read(int cpu, long long *drops, int *qlen)
 {
 	unsigned int v[13];
 	char line[256];
-	int len = -1;
 	FILE *fp;
+	int n;
 
+	*drops = 0;
+	*qlen = -1;
 	fp = fopen("/proc/net/softnet_stat", "re");
 	if (!fp)
 		return -1;
-	while (fgets(line, sizeof(line), fp))
-		if (sscanf(line, "%x %x %x %x %x %x %x %x %x %x %x %x %x",
+	while (fgets(line, sizeof(line), fp)) {
+		n = sscanf(line, "%x %x %x %x %x %x %x %x %x %x %x %x %x",
 			   &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7],
-			   &v[8], &v[9], &v[10], &v[11], &v[12]) == 13 &&
-		    (int)v[12] == cpu)
-			len = (int)v[11];
+			   &v[8], &v[9], &v[10], &v[11], &v[12]);
+		if (n >= 2)
+			*drops += v[1];
+		if (n == 13 && (int)v[12] == cpu)
+			*qlen = (int)v[11];
+	}
 	fclose(fp);
-	return len;
+	return 0;
 }
 
 /* The packets tap dropped on their way to the peer (/proc/net/dev), or -1. */
@@ -541,9 +551,11 @@ static void diag_stall(const struct flow *f, const char *snap)
 	static char now_snap[NETSTAT_MAX];
 	struct tcp_info ti;
 	socklen_t len = sizeof(ti);
+	long long qdrops;
 	unsigned int i;
-	int inq = -1;
+	int inq = -1, qlen;
 
+	softnet_read(f->rcpu, &qdrops, &qlen);
 	memset(&ti, 0, sizeof(ti));
 	if (getsockopt(f->c.fd, IPPROTO_TCP, TCP_INFO, &ti, &len))
 		memset(&ti, 0, sizeof(ti));
@@ -552,7 +564,7 @@ static void diag_stall(const struct flow *f, const char *snap)
 	diag("stalled: the receiver has the stream up to %llu (una %u, nxt %u), its last data %u ms ago, %d bytes unread, ato %u us; CPU %d input queue %d packets; tap's drops toward the peer %lld",
 	     (unsigned long long)ti.tcpi_bytes_received, f->una, f->nxt,
 	     ti.tcpi_last_data_recv, inq, ti.tcpi_ato, f->rcpu,
-	     f->rcpu >= 0 ? input_queue_len(f->rcpu) : -1, tap_tx_drops());
+	     qlen, tap_tx_drops());
 	for (i = f->nacks > ACK_LOG ? f->nacks - ACK_LOG : 0; i < f->nacks; i++)
 		diag("stalled: ACK %u: %u window %u (right edge %u), sent up to %u", i,
 		     f->acks[i % ACK_LOG][0], f->acks[i % ACK_LOG][1],
@@ -921,28 +933,6 @@ static int cpu_time_read(int cpu, struct cpu_time *t)
 }
 
 /*
- * Segments the kernel dropped because a CPU's input queue (where RPS
- * puts them) was full: /proc/net/softnet_stat's second column, summed
- * over the CPUs. -1 if unreadable.
- */
-static long long queue_drops(void)
-{
-	unsigned int processed, dropped;
-	long long sum = 0;
-	char line[256];
-	FILE *fp;
-
-	fp = fopen("/proc/net/softnet_stat", "re");
-	if (!fp)
-		return -1;
-	while (fgets(line, sizeof(line), fp))
-		if (sscanf(line, "%x %x", &processed, &dropped) == 2)
-			sum += dropped;
-	fclose(fp);
-	return sum;
-}
-
-/*
  * Make the receive path run on the reader's CPU, not the sender's:
  * RPS on kgate1's receive queue steers every segment written into tap
  * to the backlog of CPU 1, whose softirq runs TCP's receive path there
@@ -1072,6 +1062,7 @@ static enum verdict bulk_run(struct flow *f, struct result *r, int m, int rep,
 	char why[256];
 	enum verdict vd;
 	double secs;
+	int qlen;
 
 	if (nstat_read(&na) || (f->rcpu >= 0 && (cpu_time_read(f->rcpu, &ra) ||
 						 cpu_time_read(f->scpu, &sa)))) {
@@ -1080,13 +1071,15 @@ static enum verdict bulk_run(struct flow *f, struct result *r, int m, int rep,
 	}
 	rexmits = f->rexmits;
 	timeouts = f->timeouts;
-	qa = queue_drops();
+	if (softnet_read(f->rcpu, &qa, &qlen))
+		qa = -1;
 	vd = transfer(f, f->una, f->una + o->bulk_bytes, &secs, why, sizeof(why));
 	if (vd != V_PASS) {
 		set_result(r, vd, "bulk %s, run %d: %s", onoff[m], rep + 1, why);
 		return vd;
 	}
-	qb = queue_drops();
+	if (softnet_read(f->rcpu, &qb, &qlen))
+		qb = -1;
 	if (qa < 0 || qb < 0 || nstat_read(&nb) ||
 	    (f->rcpu >= 0 && (cpu_time_read(f->rcpu, &rb) || cpu_time_read(f->scpu, &sb)))) {
 		set_result(r, V_SKIP, "a counter read failed");
