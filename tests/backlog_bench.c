@@ -556,9 +556,8 @@ static void diag_stall(const struct flow *f, const char *snap)
 	int inq = -1, qlen;
 
 	softnet_read(f->rcpu, &qdrops, &qlen);
-	memset(&ti, 0, sizeof(ti));
-	if (getsockopt(f->c.fd, IPPROTO_TCP, TCP_INFO, &ti, &len))
-		memset(&ti, 0, sizeof(ti));
+	memset(&ti, 0, sizeof(ti));	/* all 0 if unread */
+	getsockopt(f->c.fd, IPPROTO_TCP, TCP_INFO, &ti, &len);
 	if (ioctl(f->c.fd, FIONREAD, &inq))
 		inq = -1;
 	diag("stalled: the receiver has the stream up to %llu (una %u, nxt %u), its last data %u ms ago, %d bytes unread, ato %u us; CPU %d input queue %d packets; tap's drops toward the peer %lld",
@@ -591,17 +590,17 @@ static uint32_t send_window(const struct flow *f)
  * una moves. A partial ACK (una moved, but not past what was sent before)
  * followed by three duplicates is another hole, as in NewReno (RFC 6582):
  * waiting for RTO_MS there would stall a run for far longer than it takes.
+ * since: the counters (snap_netstat()) before the caller's clock
+ * started, for a stall's diagnosis.
  * 0, or -1 past ms or when a write was not whole (werr).
  */
-static int pump(struct flow *f, uint32_t end, int ms)
+static int pump(struct flow *f, uint32_t end, int ms, const char *since)
 {
-	static char snap[NETSTAT_MAX];
 	struct timespec dl, moved, t;
 	uint32_t len, una, wnd, sent = 0;
 	struct pkt_tcp s;
 	int rc;
 
-	snap_netstat(snap);
 	deadline_in(&dl, ms);
 	now(&moved);
 	while (f->una != end) {
@@ -648,7 +647,7 @@ static int pump(struct flow *f, uint32_t end, int ms)
 			if (elapsed_us(&moved, &t) > RTO_MS * 1000.0) {
 				diag("timeout restart: una %u nxt %u high %u wnd %u end %u",
 				     f->una, f->nxt, f->high, f->wnd, end);
-				diag_stall(f, snap);
+				diag_stall(f, since);
 				f->recover = f->una;
 				f->nxt = f->una;	/* also probes a zero window */
 				f->rexmits++;
@@ -752,11 +751,13 @@ static enum verdict transfer(struct flow *f, uint32_t from,
 			     uint32_t end, double *secs, char *why, size_t cap)
 {
 	struct reader r = { .fd = f->c.fd, .rd = from, .end = end, .ms = STEP_MS };
+	static char snap[NETSTAT_MAX];
 	struct timespec t0;
 	pthread_attr_t attr;
 	cpu_set_t set;
 	int rc, err;
 
+	snap_netstat(snap);	/* not in the time measured */
 	pthread_attr_init(&attr);
 	if (f->rcpu >= 0) {
 		CPU_ZERO(&set);
@@ -771,7 +772,7 @@ static enum verdict transfer(struct flow *f, uint32_t from,
 	}
 	now(&t0);
 	f->werr = 0;
-	rc = pump(f, end, STEP_MS);
+	rc = pump(f, end, STEP_MS, snap);
 	err = errno;
 	if (rc)
 		shutdown(f->c.fd, SHUT_RD);	/* what the reader waits for won't come */
@@ -813,6 +814,7 @@ static enum verdict drain_once(struct flow *f, int nsegs,
 			       struct drain_result *d, char *why, size_t cap)
 {
 	struct holder h = { .fd = f->c.fd };
+	static char snap[NETSTAT_MAX];
 	struct nstat before, during;
 	uint32_t start = f->una;
 	struct timespec t0;
@@ -821,7 +823,8 @@ static enum verdict drain_once(struct flow *f, int nsegs,
 
 	memset(d, 0, sizeof(*d));
 	f->werr = 0;
-	if (pump(f, start + PRIME_LEN, STEP_MS)) {
+	snap_netstat(snap);
+	if (pump(f, start + PRIME_LEN, STEP_MS, snap)) {
 		if (f->werr) {
 			snprintf(why, cap, "priming: writing to tap: %s", strerror(f->werr));
 			return V_SKIP;
