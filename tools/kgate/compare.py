@@ -9,10 +9,9 @@ the machine's load.
 """
 import json
 import os
-import shutil
 
 from . import results
-from .common import BUILD, KgateError
+from .common import BUILD, KgateError, atomic_copy
 
 BASELINE = os.path.join(BUILD, "baseline", "results.json")
 RANK = {results.PASS: 0, results.CAUGHT: 0, results.INCONCLUSIVE: 1, results.INFRA: 2,
@@ -31,20 +30,20 @@ def load(path):
         with open(path, encoding="utf-8") as f:
             doc = json.load(f)
     except (OSError, ValueError) as e:
-        raise KgateError(f"{path}: not a results.json: {e}") from e
-    if doc.get("schema") != results.SCHEMA_VERSION or not isinstance(doc.get("jobs"), list):
+        raise KgateError(f"{path}: not a results.json: {e}") from None
+    if not isinstance(doc, dict) or doc.get("schema") != results.SCHEMA_VERSION or \
+            not isinstance(doc.get("jobs"), list):
         raise KgateError(f"{path}: not a kgate results.json of schema {results.SCHEMA_VERSION}")
-    return doc
+    # every job checked, and judged again from its cases
+    return results.judge(doc, path)
 
 
 def save_baseline(run_path, dest=None):
     dest = dest or BASELINE
     doc = load(run_path)
     os.makedirs(os.path.dirname(dest), exist_ok=True)
-    src = run_path if run_path.endswith(".json") else os.path.join(run_path, "results.json")
-    tmp = dest + ".tmp"
-    shutil.copyfile(src, tmp)
-    os.replace(tmp, dest)
+    src = run_path if os.path.isfile(run_path) else os.path.join(run_path, "results.json")
+    atomic_copy(src, dest)
     return doc
 
 

@@ -184,8 +184,10 @@ def _environment(guest):
 def _node(job, ids, log_url, env):
     t = {"id": ids.test(job, ROOT), "origin": ids.origin,
          "build_id": ids.build(job), "path": ROOT, "status": JOB_STATUS[job["verdict"]],
-         "comment": _clean(f"{job['verdict']}: {job['reason']}"), "duration": job["seconds"],
+         "comment": _clean(f"{job['verdict']}: {job['reason']}"),
          "misc": dict({"kgate_verdict": job["verdict"]}, **_control(job["variant"]))}
+    if isinstance(job.get("seconds"), (int, float)) and not isinstance(job["seconds"], bool):
+        t["duration"] = job["seconds"]
     for key in ("health", "runs", "flaky_cases", "attempts"):
         if job.get(key):
             t["misc"][key] = job[key]
@@ -248,6 +250,16 @@ def _guest(job, tgts):
 def export(doc, run_dir, origin=ORIGIN, base_url=None, with_control=False):
     """The KCIDB document of a run (doc: its results.json); the known-bad
     control only with with_control."""
+    # what the export reads: a results.json that lacks it is refused
+    # with the field named (results.judge checked each job's own)
+    for key in ("run", "started"):
+        if not isinstance(doc.get(key), str):
+            raise KgateError(f"the run has no '{key}': not a whole results.json")
+    for j in doc["jobs"]:
+        for key in ("kernel_sha256", "verdict", "reason"):
+            if not isinstance(j.get(key), str):
+                raise KgateError(f"run {doc['run']}: job {j['target']}/{j['variant']} has no "
+                                 f"'{key}'")
     ids = _Ids(check_origin(origin), doc["run"])
     url = _Urls(run_dir, base_url)
     tgts = load_targets()

@@ -4,7 +4,7 @@ import os
 import re
 import statistics
 
-from .common import DEBUG_VARIANTS, atomic_write, format_table
+from .common import ALL_VARIANTS, DEBUG_VARIANTS, KgateError, atomic_write, format_table
 from .lavalog import KERNEL_LOG_CASE
 
 # What the guest reports for each job: tests/backlog_coalesce --list,
@@ -54,6 +54,9 @@ EXIT_CODES = {PASS: 0, REGRESSION: 1, MISSED: 1, INFRA: 3, INCONCLUSIVE: 4, ERRO
 # and an interrupted run.
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+# A bug of kgate itself (an exception it did not expect): never a
+# verdict; the traceback is saved and named.
+EXIT_INTERNAL = 7
 # A run's verdict is its jobs' worst, in this order.
 SEVERITY = [PASS, INCONCLUSIVE, INFRA, FLAKY, ERROR, REGRESSION, MISSED]
 # Between the runs of one job, a verdict of each kind is a contradiction
@@ -92,7 +95,7 @@ def bench_verdict(cases, expected, judged=True):
     backlog never used, as on one CPU) are reported but do not decide
     the gate.
     """
-    by_name = {c["case"]: c["result"] for c in cases if is_bench(c)}
+    by_name = by_result(c for c in cases if is_bench(c))
     if not by_name:
         return (INFRA, "benchmark results missing") if expected else (None, "")
     if by_name.get(BENCH_RUN_CASE) == "fail":
@@ -124,10 +127,15 @@ def _stopped_program(all_cases, errors):
     finished, or None when it broke off for another reason: LAVA's test
     shell ran out of time while that program was running (it had
     started: what ran before it reported its end)."""
+    by_name = by_result(all_cases)
+    # a program that reported its own failure before the job broke off
+    if by_name.get(RUN_CASE) == "fail":
+        return "backlog_coalesce crashed, bailed out or reported fewer cases than planned"
+    if by_name.get(BENCH_RUN_CASE) == "fail" and any(is_bench(c) for c in all_cases):
+        return "the benchmark crashed, bailed out or reported fewer cases than planned"
     timeout = next((e for e in errors if SHELL_TIMEOUT.search(e)), None)
     if not timeout:
         return None
-    by_name = {c["case"]: c["result"] for c in all_cases}
     if UNIT_RUN_CASE not in by_name:
         return None
     if RUN_CASE not in by_name:
@@ -139,12 +147,71 @@ def _stopped_program(all_cases, errors):
     return None
 
 
+# The results a case may have, best first. A case reported more than
+# once is judged by its worst report; any other status (LAVA's
+# 'unknown', a 'FAIL' in capitals, a missing one) is worse than all of
+# them: it decides the job as an error (see job_verdict).
+RESULTS = ("pass", "skip", "fail")
+UNKNOWN = "unknown"
+
+
+def _rank(result):
+    return RESULTS.index(result) if result in RESULTS else len(RESULTS)
+
+
+def _normal(case):
+    """A case as the verdict reads it: a dict with a 'case' and a
+    'result' (UNKNOWN when it has none, or is not a dict at all)."""
+    if not isinstance(case, dict):
+        return {"case": "?", "result": UNKNOWN}
+    name, result = case.get("case"), case.get("result")
+    if isinstance(name, str) and isinstance(result, str) and "definition" in case:
+        return case
+    return dict(case, case=str(name) if name is not None else "?",
+                result=result if isinstance(result, str) else UNKNOWN,
+                definition=str(case.get("definition", "")))
+
+
+def by_result(cases):
+    """{case: result} with each case's worst report (pass < skip < fail
+    < anything else)."""
+    out = {}
+    for c in cases:
+        c = _normal(c)
+        if c["case"] not in out or _rank(c["result"]) > _rank(out[c["case"]]):
+            out[c["case"]] = c["result"]
+    return out
+
+
+def _worse(a, b):
+    """The worse of two verdicts (a on a tie); an unknown verdict is
+    the worst of all."""
+    def sev(v):
+        return _severity(v) if v in SEVERITY or v == CAUGHT else len(SEVERITY)
+    return b if sev(b) > sev(a) else a
+
+
 def job_verdict(variant, health, all_cases, bench=False, errors=()):
     """Return (verdict, reason) for one job from its health and cases.
 
     bench: the job was meant to run the benchmark too. errors: LAVA's
-    error lines (lavalog.parse, lab.parse_results).
+    error lines (lavalog.parse, lab.parse_results). A case whose result
+    is none of pass, skip and fail makes the job an error at least (on
+    the known-bad control, infrastructure: it is not judged): what the
+    guest said cannot be read, so it cannot pass.
     """
+    all_cases = [_normal(c) for c in all_cases]
+    verdict, reason = _job_verdict(variant, health, all_cases, bench, errors)
+    odd = {c: r for c, r in by_result(all_cases).items() if r not in RESULTS}
+    if odd:
+        why = "unknown results: " + ", ".join(f"{c}={r!r}" for c, r in odd.items())
+        worse = _worse(verdict, ERROR if under_test(variant) else INFRA)
+        if worse != verdict:
+            return worse, why if verdict in (PASS, CAUGHT) else f"{why}; {reason}"
+    return verdict, reason
+
+
+def _job_verdict(variant, health, all_cases, bench, errors):
     verdict, reason = _gate_verdict(variant, health, [c for c in all_cases if not is_bench(c)])
     if verdict == INFRA and health != "complete" and under_test(variant):
         stopped = _stopped_program(all_cases, errors)
@@ -162,7 +229,7 @@ def job_verdict(variant, health, all_cases, bench=False, errors=()):
 
 
 def _gate_verdict(variant, health, cases):
-    by_name = {c["case"]: c["result"] for c in cases}
+    by_name = by_result(cases)
     missing = [c for c in GUEST_CASES + [RUN_CASE, UNIT_RUN_CASE, KERNEL_LOG_CASE]
                if c not in by_name]
     judged = under_test(variant)
@@ -173,9 +240,12 @@ def _gate_verdict(variant, health, cases):
                "backlog_coalesce crashed, bailed out or reported fewer cases than planned"
                if by_name.get(RUN_CASE) == "fail" else "")
     # A case that failed on the kernel under test decides, whatever
-    # happened after it.
-    if judged and failed and trouble:
-        return REGRESSION, f"failed: {', '.join(failed)}; then {trouble}"
+    # happened after it (or before: more failures never make a better
+    # verdict).
+    if judged and failed:
+        also = trouble or ("test_pkt crashed or reported fewer cases than planned"
+                           if by_name.get(UNIT_RUN_CASE) == "fail" else "")
+        return REGRESSION, f"failed: {', '.join(failed)}" + (f"; then {also}" if also else "")
     if health != "complete":
         # job_verdict() tells a program that hung on this kernel (an
         # error) from a lab or a log that broke off.
@@ -230,7 +300,7 @@ def _merge_cases(finals):
         runs = [c for c in seen[name] if c is not None]
         got = [c["result"] for c in runs]
         case = dict(runs[0])
-        case["result"] = next((r for r in ("fail", "skip") if r in got), got[0])
+        case["result"] = max(got, key=_rank)
         values = [c["measurement"] for c in runs if c.get("measurement") is not None]
         if values:
             case["measurement"] = statistics.median(values)
@@ -287,8 +357,11 @@ def run_verdict(jobs):
         return INFRA, EXIT_CODES[INFRA], "no jobs ran"
     worst = PASS
     for j in jobs:
-        if _severity(j["verdict"]) > _severity(worst):
-            worst = PASS if j["verdict"] == CAUGHT else j["verdict"]
+        # a verdict kgate does not know cannot pass
+        v = j.get("verdict")
+        v = PASS if v == CAUGHT else v if v in SEVERITY else INFRA
+        if _severity(v) > _severity(worst):
+            worst = v
     parts = []
     for name in ("fixed", "candidate") + DEBUG_VARIANTS:
         under = [j for j in jobs if j["variant"] == name]
@@ -299,6 +372,71 @@ def run_verdict(jobs):
     if bad:
         parts.append(f"known-bad control caught on {sum(j['verdict'] == CAUGHT for j in bad)}/{len(bad)} targets")
     return worst, EXIT_CODES[worst], "; ".join(parts)
+
+
+VERDICTS = SEVERITY + [CAUGHT]
+
+
+def _check_job(j, where):
+    """A job of a results.json, checked for the fields the verdict reads."""
+    if not isinstance(j, dict):
+        raise KgateError(f"{where}: a job is not an object: {j!r:.60}")
+    for key, kind in (("target", str), ("variant", str), ("cases", list)):
+        if not isinstance(j.get(key), kind):
+            raise KgateError(f"{where}: job {j.get('target')}/{j.get('variant')}: "
+                             f"'{key}' missing or not a {kind.__name__}")
+    if j["variant"] not in ALL_VARIANTS:
+        raise KgateError(f"{where}: job {j['target']}/{j['variant']}: unknown variant "
+                         f"(known: {', '.join(ALL_VARIANTS)})")
+
+
+def judge_job(job):
+    """A stored job with its verdict decided again from its evidence: its
+    health, cases and errors. The stored verdict can only make it worse
+    (it knew whether the benchmark was due, and a --repeat job's runs),
+    never better; an unknown stored verdict is infrastructure. A
+    --repeat job stored as flaky stays flaky when its merged cases
+    fail."""
+    stored = job.get("verdict")
+    health = job.get("health") if job.get("health") in ("complete", "incomplete") else "incomplete"
+    errors = [str(e) for e in job.get("errors") or [] if e is not None] \
+        if isinstance(job.get("errors"), list) else []
+    verdict, reason = job_verdict(job["variant"], health, job["cases"], errors=errors)
+    if stored not in VERDICTS:
+        verdict, reason = _worse(verdict, INFRA), f"stored verdict {stored!r} unknown; {reason}"
+    elif stored == FLAKY and verdict in _BAD and isinstance(job.get("runs"), int) \
+            and job["runs"] > 1:
+        verdict, reason = FLAKY, job.get("reason", reason)
+    elif _worse(verdict, stored) == stored:
+        verdict, reason = stored, job.get("reason", reason)
+    if verdict == stored and reason == job.get("reason"):
+        return job
+    return dict(job, verdict=verdict, reason=reason)
+
+
+def judge(doc, where="results"):
+    """A run's document with every job judged again (judge_job) and the
+    run's verdict, exit code and summary recomputed from them: what
+    matrix, compare, collect and export say, whatever the file says. A
+    run with no job is not a pass; a target/variant listed twice is
+    infrastructure at least."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("jobs"), list):
+        raise KgateError(f"{where}: not a kgate results document (no list of jobs)")
+    for j in doc["jobs"]:
+        _check_job(j, where)
+    jobs = [judge_job(j) for j in doc["jobs"]]
+    seen, twice = set(), []
+    for j in jobs:
+        key = (j["target"], j["variant"])
+        if key in seen:
+            twice.append("/".join(key))
+        seen.add(key)
+    verdict, code, summary = run_verdict(jobs)
+    if twice:
+        verdict = _worse(verdict, INFRA)
+        code = EXIT_CODES[verdict]
+        summary = f"{summary}; listed twice: {', '.join(twice)}"
+    return dict(doc, jobs=jobs, verdict=verdict, exit_code=code, summary=summary)
 
 
 def flat_results(jobs):
@@ -319,7 +457,8 @@ def write_json(path, run_id, started, finished, jobs, candidate=None, seconds=No
     {'source': DIR}), when the run had one; seconds: the run's wall
     time, builds included; trees: what each variant's kernel was built
     from (run.record_trees)."""
-    verdict, code, summary = run_verdict(jobs)
+    doc = judge({"jobs": jobs})
+    jobs, verdict, code, summary = doc["jobs"], doc["verdict"], doc["exit_code"], doc["summary"]
     doc = {
         "schema": SCHEMA_VERSION,
         "run": run_id,
@@ -359,7 +498,7 @@ def matrix(jobs):
     heads = ["target", "variant", "cases", "pass", "fail", "skip"] + short + ["verdict"]
     rows, notes = [], []
     for j in jobs:
-        by_name = {c["case"]: c["result"] for c in j["cases"]}
+        by_name = by_result(j["cases"])
         n, p, f, s = _counts(by_name)
         cells = []
         for c in key_cols:
