@@ -9,8 +9,12 @@ try:
     import jinja2  # noqa: F401
     import yaml  # noqa: F401
 except ImportError as e:
-    sys.exit(f"kgate: {e.name} is missing for {sys.executable}: run 'make deps' "
-             "(kgate runs with Debian's /usr/bin/python3, which has python3-yaml and python3-jinja2)")
+    # A usage error (exit 2), as any other tool missing: never 1, the
+    # code of a regression.
+    print(f"kgate: error: {e.name} is missing for {sys.executable}: run 'make deps' "
+          "(kgate runs with Debian's /usr/bin/python3, which has python3-yaml and "
+          "python3-jinja2)", file=sys.stderr)
+    sys.exit(2)
 
 from kgate.cli import main  # noqa: E402
 

@@ -403,10 +403,6 @@ def git_bisect_run(clone, cmd):
     return p.returncode, "".join(said)
 
 
-def _on_sigterm(signum, frame):
-    raise KeyboardInterrupt
-
-
 def resolve(tree, rev, flag):
     try:
         return git(tree, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
@@ -441,13 +437,11 @@ def bisect_source(tree, good, bad, target_names=None, parallel=2, jobs=None,
     # One place for the clone, whichever the bisection: kbuild's paths
     # and so ccache's hits stay the same from one bisection to the next.
     clone = os.path.join(OUT, "clone")
-    old_term = signal.signal(signal.SIGTERM, _on_sigterm)
-    try:
-        with _clone_lock():
-            return _bisect_in(clone, tree, good, bad, good_c, bad_c, target_names, parallel,
-                              jobs, steps_class, step_cmd, stamp, out_dir)
-    finally:
-        signal.signal(signal.SIGTERM, old_term)
+    # SIGTERM arrives as KeyboardInterrupt (cli.main): git_bisect_run
+    # stops its process group.
+    with _clone_lock():
+        return _bisect_in(clone, tree, good, bad, good_c, bad_c, target_names, parallel,
+                          jobs, steps_class, step_cmd, stamp, out_dir)
 
 
 @contextlib.contextmanager

@@ -2,6 +2,9 @@
 import argparse
 import json
 import os
+import signal
+import tempfile
+import traceback
 
 from . import (bench, bisect, compare, figures, golden, kcidb, kernel, lab, mutants, render,
                results, rootfs, soak)
@@ -9,7 +12,8 @@ from . import run as runner
 from . import selftest
 from .common import (ALL_VARIANTS, CANDIDATE, TOP, VARIANTS, CandidateError, InfraError,
                      KgateError, atomic_write, base_variant, debug_twin, default_targets,
-                     expand_targets, group_of, load_targets, log, target, with_debug)
+                     expand_targets, group_of, load_targets, log, target, with_debug,
+                     write_output)
 
 
 def cmd_list(args):
@@ -78,7 +82,10 @@ def cmd_golden(args):
 
 
 def print_gate(doc):
-    """The matrix and the gate's verdict of a run; return its exit code."""
+    """The matrix and the gate's verdict of a run, judged again from its
+    cases (results.judge: never what a file says); return its exit
+    code."""
+    doc = results.judge(doc)
     print(results.matrix(doc["jobs"]))
     print()
     fig = figures.table(doc["jobs"])
@@ -103,7 +110,9 @@ def candidate_setup(args):
         raise KgateError("--image excludes --patches and --source")
     cand = kernel.Candidate(patches=args.patches, source=args.source, images=images)
     has_candidate = bool(cand)
-    variants = args.variant or ([CANDIDATE, "known-bad"] if has_candidate else list(VARIANTS))
+    # --variant fixed --variant fixed means one fixed job
+    variants = list(dict.fromkeys(args.variant or [])) or \
+        ([CANDIDATE, "known-bad"] if has_candidate else list(VARIANTS))
     if args.debug:
         variants = with_debug(variants)
     if images and debug_twin(CANDIDATE) in variants:
@@ -129,9 +138,9 @@ def cmd_run(args):
 
 def cmd_matrix(args):
     path = args.results or os.path.join(runner.RUNS, "latest", "results.json")
-    if not os.path.isfile(path):
+    if not os.path.exists(path):
         raise KgateError(f"no results at {path}: run 'make run' first")
-    return print_gate(results.load(path))
+    return print_gate(compare.load(path))
 
 
 def lab_overrides(args):
@@ -142,7 +151,9 @@ def lab_overrides(args):
     if args.job_timeout:
         # A busy lab's queue and slower workers: the whole job's limit.
         over["timeouts"] = {"job": args.job_timeout}
-    return {k: v for k, v in over.items() if v is not None}
+    over = {k: v for k, v in over.items() if v is not None}
+    render.check_user_fields(over)  # before anything is built
+    return over
 
 
 def cmd_lab_jobs(args):
@@ -154,6 +165,7 @@ def cmd_lab_jobs(args):
 
 
 def cmd_serve(args):
+    lab.check_port(args.port)
     if not args.no_build:
         for name in args.target or default_targets():
             lab.stage(name, VARIANTS, jobs=args.jobs)
@@ -281,7 +293,7 @@ def cmd_export(args):
         print(text, end="")
         return 0
     out = args.output or os.path.join(run_dir, "kcidb.json")
-    atomic_write(out, text)
+    write_output(out, text)
     log(f"[export] run {doc['run']}: {len(data['checkouts'])} checkouts, "
         f"{len(data['builds'])} builds, {len(data['tests'])} tests, valid KCIDB "
         f"v{kcidb.VERSION['major']}.{kcidb.VERSION['minor']}: {out}")
@@ -597,9 +609,37 @@ def parser():
     return p
 
 
-def main(argv=None):
-    args = parser().parse_args(argv)
+def _on_sigterm(signum, frame):
+    raise KeyboardInterrupt
+
+
+def _internal_error(exc):
+    """Save the traceback of a bug of kgate's own; return its file."""
+    text = "".join(traceback.format_exception(exc))
     try:
+        folder = os.path.join(runner.BUILD, "crash")
+        os.makedirs(folder, exist_ok=True)
+        fd, path = tempfile.mkstemp(prefix="traceback-", suffix=".txt", dir=folder)
+    except OSError:
+        fd, path = tempfile.mkstemp(prefix="kgate-traceback-", suffix=".txt")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    return path
+
+
+def main(argv=None):
+    """Run one command; every way out is an exit code of the README's
+    table: usage 2 (argparse's own, or a KgateError), infrastructure 3
+    (InfraError: our build, the lab, the network), the candidate's
+    failure 1, interrupted 130 (Ctrl-C or SIGTERM, the one place that
+    turns SIGTERM into KeyboardInterrupt), and a bug of kgate itself
+    EXIT_INTERNAL with its traceback saved to a file."""
+    try:
+        old_term = signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:  # not the main thread: its caller handles signals
+        old_term = None
+    try:
+        args = parser().parse_args(argv)
         if isinstance(getattr(args, "target", None), list):
             # Groups and 'all' stand for their targets; none named: each
             # command's own default.
@@ -618,3 +658,15 @@ def main(argv=None):
     except KeyboardInterrupt:
         log("kgate: interrupted")
         return results.EXIT_INTERRUPTED
+    except SystemExit as e:
+        # argparse: --help (0) and usage errors (2); nothing else exits
+        return 0 if e.code is None else e.code if e.code in (0, results.EXIT_USAGE) \
+            else results.EXIT_INTERNAL
+    except Exception as e:  # noqa: BLE001 - a bug of ours never reads as a verdict
+        path = _internal_error(e)
+        log(f"kgate: internal error: {type(e).__name__}: {e} (a bug of kgate; traceback in "
+            f"{path})")
+        return results.EXIT_INTERNAL
+    finally:
+        if old_term is not None:
+            signal.signal(signal.SIGTERM, old_term)

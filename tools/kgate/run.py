@@ -5,7 +5,6 @@ import datetime
 import fcntl
 import os
 import shutil
-import signal
 import subprocess
 import threading
 import time
@@ -164,10 +163,6 @@ def stop_jobs():
             p.kill()
 
 
-def _on_sigterm(signum, frame):
-    raise KeyboardInterrupt
-
-
 def run_job(job_path, device_path, outdir, timeout):
     """Run one job with lava-run; return (parsed results, seconds)."""
     with _job_id_lock:
@@ -256,6 +251,16 @@ def attempt_folder(name, variant, run, retry):
             (f".retry{retry}" if retry else ""))
 
 
+def check_unique(target_names, variants):
+    """A target or a variant named twice would run (or submit) one job
+    twice under one name, and the second would hide the first: refused
+    before anything is built."""
+    for what, names in (("target", target_names), ("variant", variants)):
+        twice = sorted({n for n in names if list(names).count(n) > 1})
+        if twice:
+            raise KgateError(f"{what} named twice: {', '.join(twice)}")
+
+
 def run(target_names, variants=VARIANTS, parallel=1, jobs=None, bench=True,
         latest=True, retry_infra=1, repeat=1, cand=kernel.NO_CANDIDATE, overlap=False):
     """Run the matrix for target_names x variants (the candidate
@@ -279,6 +284,7 @@ def run(target_names, variants=VARIANTS, parallel=1, jobs=None, bench=True,
         raise KgateError(f"--repeat wants 1 or more, not {repeat}")
     for v in variants:
         check_variant(v)
+    check_unique(target_names, variants)
     plan = [(target(t), target_variants(t, variants)) for t in target_names]
     plan = [(tgt, vs) for tgt, vs in plan if vs]
     if not plan:
@@ -343,55 +349,52 @@ def run(target_names, variants=VARIANTS, parallel=1, jobs=None, bench=True,
                 tried.append(attempt(item, r, len(tried), queued))
             return tried
 
-        # Interrupted (Ctrl-C, or SIGTERM from a CI runner) or a build
-        # that failed under running jobs: stop the guests and write
-        # nothing, so no half run looks complete.
-        old_term = signal.signal(signal.SIGTERM, _on_sigterm)
-        try:
-            with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
-                try:
-                    todo, futures = [], []
-                    for tgt, tvariants in plan:
-                        arts = artifacts(tgt["name"], tvariants, jobs=jobs, cand=cand)
-                        paths = render.write_local(tgt["name"], arts, bench=bench)
-                        if run_dir is None:
-                            run_dir = new_run_dir()
-                            trees = record_trees(run_dir, variants, cand)
-                            log(f"[run] {sum(len(vs) for _, vs in plan)} jobs" +
-                                (f", each {repeat} times" if repeat > 1 else "") +
-                                f", {parallel} at a time" +
-                                (", each target's as soon as it is built" if overlap else "") +
-                                f"; results in {os.path.relpath(run_dir, TOP)}")
-                        for v in tvariants:
-                            item = (tgt["name"], v, paths[v], render.device_path(tgt["name"]),
-                                    arts[v])
-                            todo.append(item)
-                            if overlap:
-                                futures.append(pool.submit(one, (item, 0, time.monotonic())))
-                    if overlap:
-                        done = [results.combine_runs([f.result()])
-                                for f in futures]
-                    else:
-                        # In rounds (each job once, then again): the runs
-                        # of a job never run beside each other, and a
-                        # round loads the machine as a run without
-                        # --repeat does.
-                        rounds = [list(pool.map(one, [(item, r, time.monotonic())
-                                                      for item in todo]))
-                                  for r in range(repeat)]
-                        done = [results.combine_runs([rnd[i] for rnd in rounds])
-                                for i in range(len(todo))]
-                except BaseException as e:  # noqa: B036 (re-raised)
-                    stopping.set()
-                    pool.shutdown(wait=False, cancel_futures=True)
-                    stop_jobs()
-                    if run_dir:
-                        why = "interrupted" if isinstance(e, KeyboardInterrupt) else "stopped"
-                        log(f"[run] {why}: no results written in "
-                            f"{os.path.relpath(run_dir, TOP)}")
-                    raise
-        finally:
-            signal.signal(signal.SIGTERM, old_term)
+        # Interrupted (Ctrl-C, or SIGTERM from a CI runner: cli.main
+        # turns it into KeyboardInterrupt) or a build that failed under
+        # running jobs: stop the guests and write nothing, so no half
+        # run looks complete.
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+            try:
+                todo, futures = [], []
+                for tgt, tvariants in plan:
+                    arts = artifacts(tgt["name"], tvariants, jobs=jobs, cand=cand)
+                    paths = render.write_local(tgt["name"], arts, bench=bench)
+                    if run_dir is None:
+                        run_dir = new_run_dir()
+                        trees = record_trees(run_dir, variants, cand)
+                        log(f"[run] {sum(len(vs) for _, vs in plan)} jobs" +
+                            (f", each {repeat} times" if repeat > 1 else "") +
+                            f", {parallel} at a time" +
+                            (", each target's as soon as it is built" if overlap else "") +
+                            f"; results in {os.path.relpath(run_dir, TOP)}")
+                    for v in tvariants:
+                        item = (tgt["name"], v, paths[v], render.device_path(tgt["name"]),
+                                arts[v])
+                        todo.append(item)
+                        if overlap:
+                            futures.append(pool.submit(one, (item, 0, time.monotonic())))
+                if overlap:
+                    done = [results.combine_runs([f.result()])
+                            for f in futures]
+                else:
+                    # In rounds (each job once, then again): the runs
+                    # of a job never run beside each other, and a
+                    # round loads the machine as a run without
+                    # --repeat does.
+                    rounds = [list(pool.map(one, [(item, r, time.monotonic())
+                                                  for item in todo]))
+                              for r in range(repeat)]
+                    done = [results.combine_runs([rnd[i] for rnd in rounds])
+                            for i in range(len(todo))]
+            except BaseException as e:  # noqa: B036 (re-raised)
+                stopping.set()
+                pool.shutdown(wait=False, cancel_futures=True)
+                stop_jobs()
+                if run_dir:
+                    why = "interrupted" if isinstance(e, KeyboardInterrupt) else "stopped"
+                    log(f"[run] {why}: no results written in "
+                        f"{os.path.relpath(run_dir, TOP)}")
+                raise
         finished = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         doc = results.write_json(os.path.join(run_dir, "results.json"), os.path.basename(run_dir),
                                  started, finished, done,
