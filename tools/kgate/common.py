@@ -1,10 +1,12 @@
 """Paths, target data and small helpers shared by the kgate tools."""
+import contextlib
 import hashlib
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 import yaml
@@ -189,20 +191,59 @@ def need_tools(tools, hint="run 'make deps' first"):
         raise KgateError(f"missing: {', '.join(missing)} ({hint})")
 
 
+def _temp_beside(path):
+    """A new, empty temporary file in path's folder (mkstemp: created
+    with O_EXCL, never through a symlink planted there), as (fd, name)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    return tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
+
+
+def _replace_with(path, fill):
+    """Write a temporary file beside path with fill(fileobj), then rename
+    it over path: path is either absent, old, or complete. Nothing is
+    left behind when fill fails."""
+    fd, tmp = _temp_beside(path)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            fill(f)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
 def atomic_copy(src, dst):
     """Copy src to dst so that dst is either absent, old, or complete."""
-    os.makedirs(os.path.dirname(dst), exist_ok=True)
-    tmp = f"{dst}.tmp.{os.getpid()}"
-    shutil.copyfile(src, tmp)
-    os.replace(tmp, dst)
+    with open(src, "rb") as s:
+        _replace_with(dst, lambda f: shutil.copyfileobj(s, f))
 
 
 def atomic_write(path, text):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    """Write text to path so that it is either absent, old, or complete."""
+    _replace_with(path, lambda f: f.write(text.encode("utf-8")))
+
+
+def write_output(path, text):
+    """Write text where the user asked (a command's -o): a regular file
+    (or a symlink to one) is replaced atomically at the path the link
+    names; anything else that exists (a FIFO, /dev/stdout, a device) is
+    written through, never replaced by a file. Errors are the user's:
+    KgateError naming the path."""
+    real = os.path.realpath(path)
+    try:
+        if os.path.exists(real) and not os.path.isfile(real):
+            if os.path.isdir(real):
+                raise KgateError(f"cannot write {path}: a folder")
+            with open(real, "w", encoding="utf-8") as f:
+                f.write(text)
+        else:
+            atomic_write(real, text)
+    except OSError as e:
+        raise KgateError(f"cannot write {path}: {e.strerror or e}") from None
+    return real
 
 
 def read_text(path, default=None):
