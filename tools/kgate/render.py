@@ -1,5 +1,6 @@
 """Render LAVA jobs and local device configurations from templates/."""
 import os
+import re
 
 import jinja2
 import yaml
@@ -70,7 +71,47 @@ def timeouts(variant):
     return {k: v * factor for k, v in DEFAULTS["timeouts"].items()}
 
 
+# What a user may give for the lab's own fields of a job. Every string
+# reaches the YAML quoted by the template; these say what is allowed
+# at all, so that no value can end its line and add keys of its own
+# (a newline in --job-prefix once added a 'notify:' callback that
+# LAVA's schema accepted).
+_TOKEN = r"[A-Za-z0-9][A-Za-z0-9_.+-]*"
+_PRINTABLE = r"[^\x00-\x1f\x7f\\\"]*"
+USER_FIELDS = {
+    "device_type": _TOKEN,
+    "priority": r"high|medium|low|100|[1-9]?[0-9]",
+    "visibility": r"public|personal",
+    "job_prefix": _PRINTABLE,
+    "tags": _TOKEN,
+}
+
+
+def check_user_fields(overrides):
+    """Refuse a lab field a user gave that the job cannot carry as it is
+    (a KgateError naming the flag)."""
+    for key, pattern in USER_FIELDS.items():
+        value = overrides.get(key)
+        if value is None:
+            continue
+        for v in value if key == "tags" else [value]:
+            if key == "priority" and isinstance(v, int) and not isinstance(v, bool):
+                v = str(v)  # LAVA's 0-100, given as a number
+            if not isinstance(v, str) or not re.fullmatch(pattern, v):
+                flag = "--tag" if key == "tags" else "--" + key.replace("_", "-")
+                raise KgateError(f"{flag} {v!r}: not allowed in a LAVA job (wants "
+                                 + ("a name of letters, digits and _.+-" if pattern == _TOKEN
+                                    else "printable text without quotes or backslashes"
+                                    if pattern == _PRINTABLE else pattern.replace("|", ", "))
+                                 + ")")
+    timeouts_given = overrides.get("timeouts") or {}
+    for k, v in timeouts_given.items():
+        if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= 24 * 60:
+            raise KgateError(f"the {k} timeout wants 1-1440 minutes, not {v!r}")
+
+
 def job_values(tgt, variant, kernel, rootfs, bench=True, **overrides):
+    check_user_fields(overrides)
     vals = dict(DEFAULTS, timeouts=timeouts(variant))
     vals.update({k: v for k, v in overrides.items() if v is not None and k != "timeouts"})
     # Overridden timeouts replace only the ones they name.
