@@ -132,8 +132,9 @@ submit:
 	@test -n "$(BASE_URL)" || { echo "make submit: set BASE_URL= (where the lab fetches build/serve)"; exit 2; }
 	$(KGATE) submit -i $(LAB) --base-url $(BASE_URL) --device-type $(DEVICE_TYPE) --repeat $(REPEAT) $(DEBUG_FLAG) $(ARCH)
 
+# The identity recorded at submit, unless LAB= is given on purpose.
 collect:
-	$(KGATE) collect -i $(LAB)
+	$(KGATE) collect $(if $(filter command line environment,$(origin LAB)),-i $(LAB))
 
 lab-up:
 	sh tools/lab-local.sh up $(WORKERS)

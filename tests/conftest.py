@@ -47,6 +47,8 @@ class FakeLab:
         self.submitted = []
 
     def __call__(self, identity, *args, timeout=120):
+        if args[:2] == ("identities", "show"):
+            return f"uri: http://lab/RPC2\nusername: {identity}\n"
         if args[:2] == ("system", "version"):
             return "2023.01\n"
         if args[:2] == ("jobs", "submit"):

@@ -13,13 +13,15 @@ import json
 import os
 import shutil
 import subprocess
+import threading
 import urllib.parse
 
 import yaml
 
 from . import kernel, lavalog, render, results
 from . import run as runner
-from .common import BUILD, TOP, KgateError, atomic_write, check_variant, log, need_tools, target
+from .common import (BUILD, TOP, InfraError, KgateError, atomic_copy, atomic_write, check_variant, log,
+                     need_tools, target)
 
 SERVE = os.path.join(BUILD, "serve")
 LAB_JOBS = os.path.join(render.JOBS, "lab")
@@ -40,6 +42,23 @@ def served_path(sha256, path):
     return os.path.join("sha256", sha256, os.path.basename(path))
 
 
+def _link_or_copy(src, dst):
+    """dst as a hard link to src (a copy where it cannot be), made under a
+    new temporary name beside dst, then renamed: never written through a
+    name someone else planted."""
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    tmp = os.path.join(os.path.dirname(dst), f".{os.path.basename(dst)}.{os.getpid()}."
+                       f"{threading.get_ident()}.link")
+    try:
+        os.link(src, tmp)  # fails if tmp exists: it never follows it
+    except FileExistsError:
+        raise KgateError(f"{tmp} exists: remove it and try again") from None
+    except OSError:
+        atomic_copy(src, dst)
+        return
+    os.replace(tmp, dst)
+
+
 def stage(tgt_name, variants, jobs=None, cand=kernel.NO_CANDIDATE):
     """Build what is missing and link the artifacts under build/serve,
     content-addressed (sha256/<hash>/<name>): a URL never changes what
@@ -54,13 +73,7 @@ def stage(tgt_name, variants, jobs=None, cand=kernel.NO_CANDIDATE):
             rel = served_path(a["sha256"], a["path"])
             dst = os.path.join(SERVE, rel)
             if not os.path.exists(dst):
-                os.makedirs(os.path.dirname(dst), exist_ok=True)
-                tmp = f"{dst}.tmp{os.getpid()}"
-                try:
-                    os.link(a["path"], tmp)
-                except OSError:
-                    shutil.copyfile(a["path"], tmp)
-                os.replace(tmp, dst)
+                _link_or_copy(a["path"], dst)
             out[v][kind] = {"path": rel, "sha256": a["sha256"]}
     return out
 
@@ -89,47 +102,144 @@ def write_lab_jobs(tgt_names, variants, base_url, jobs=None, cand=kernel.NO_CAND
     return out
 
 
+class ServeHandler(http.server.SimpleHTTPRequestHandler):
+    """GET and HEAD of the files under one folder, nothing else: no
+    folder listing, nothing whose real path leaves the folder (a symlink
+    out of it is 404), and a connection idle for TIMEOUT seconds is
+    closed."""
+    TIMEOUT = 30
+    timeout = TIMEOUT
+
+    def send_head(self):
+        real = os.path.realpath(self.translate_path(self.path))
+        root = os.path.realpath(self.directory)
+        if not real.startswith(root + os.sep) or not os.path.isfile(real):
+            # a folder (no listing), or outside the served one
+            self.send_error(404, "File not found")
+            return None
+        return super().send_head()
+
+    def list_directory(self, path):
+        self.send_error(404, "File not found")
+        return None
+
+    def log_message(self, fmt, *args):
+        log(f"[serve] {self.address_string()} {fmt % args}")
+
+
+class BoundedServer(http.server.ThreadingHTTPServer):
+    """A threading server with at most MAX_THREADS connections handled
+    at once: the next ones wait in the listen queue."""
+    MAX_THREADS = 16
+    daemon_threads = True
+
+    def __init__(self, *args, **kwargs):
+        self._slots = threading.BoundedSemaphore(self.MAX_THREADS)
+        super().__init__(*args, **kwargs)
+
+    def process_request(self, request, client_address):
+        self._slots.acquire()
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request, client_address):
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+
+def check_port(port):
+    if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
+        raise KgateError(f"--port wants 0-65535, not {port!r}")
+    return port
+
+
+def make_server(bind, port, folder=None):
+    """The server of folder (default build/serve), not yet serving."""
+    check_port(port)
+    folder = folder or SERVE
+    os.makedirs(folder, exist_ok=True)
+    handler = functools.partial(ServeHandler, directory=folder)
+    try:
+        return BoundedServer((bind, port), handler)
+    except (OSError, OverflowError, UnicodeError) as e:
+        raise KgateError(f"cannot serve on {bind}:{port}: {getattr(e, 'strerror', None) or e}") \
+            from None
+
+
 def serve(bind, port):
     """Serve build/serve over http until interrupted."""
-    os.makedirs(SERVE, exist_ok=True)
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=SERVE)
-    try:
-        httpd = http.server.ThreadingHTTPServer((bind, port), handler)
-    except OSError as e:
-        raise KgateError(f"cannot serve on {bind}:{port}: {e.strerror}") from e
+    httpd = make_server(bind, port)
     log(f"[serve] {os.path.relpath(SERVE, TOP)} on http://{bind}:{port}/ (Ctrl-C stops)")
     with httpd:
         httpd.serve_forever()
 
 
+class LabError(InfraError):
+    """The lab (or the network to it) did not answer, or answered what
+    kgate cannot read: infrastructure, with the lab's answer quoted."""
+
+
+def quoted(text, limit=200):
+    """A lab's answer, on one line and cut short, for an error message."""
+    text = " ".join(str(text).split())
+    return repr(text[:limit] + ("..." if len(text) > limit else ""))
+
+
 def lavacli(identity, *args, timeout=120):
-    """Run lavacli with an identity; return its stdout or raise."""
+    """Run lavacli with an identity; return its stdout or raise LabError
+    (an interrupt stops lavacli too: subprocess.run kills its child)."""
     cmd = ["lavacli", "-i", identity] + list(args)
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False,
+                           errors="replace")
     except subprocess.TimeoutExpired as e:
-        raise KgateError(f"{' '.join(cmd)}: no answer in {timeout}s") from e
+        raise LabError(f"{' '.join(cmd)}: no answer in {timeout}s") from e
+    except OSError as e:
+        raise LabError(f"{' '.join(cmd)}: {e.strerror}") from e
     if r.returncode:
         msg = (r.stderr.strip() or r.stdout.strip()).splitlines()
-        raise KgateError(f"{' '.join(cmd)} failed: {msg[-1] if msg else 'exit %d' % r.returncode}")
+        raise LabError(f"{' '.join(cmd)} failed: "
+                       f"{quoted(msg[-1]) if msg else 'exit %d' % r.returncode}")
     return r.stdout
 
 
-def check_identity(identity):
-    need_tools(["lavacli"], "install lavacli: 'make deps'")
+def lab_json(text, what):
+    """A JSON object lavacli printed, or LabError quoting what came."""
     try:
-        version = lavacli(identity, "system", "version", timeout=30).strip()
-    except KgateError as e:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        raise LabError(f"{what}: the lab's answer is not a JSON object: {quoted(text)}")
+    return data
+
+
+def check_identity(identity):
+    """The identity must exist in lavacli's own configuration (else a
+    usage error) and its lab must answer (else infrastructure)."""
+    need_tools(["lavacli"], "install lavacli: 'make deps'")
+    if not isinstance(identity, str) or not identity or identity.startswith("-"):
+        raise KgateError(f"not a lavacli identity: {identity!r}")
+    try:
+        lavacli(identity, "identities", "show", identity, timeout=30)
+    except LabError as e:
         raise KgateError(f"{e}\n  (is the identity set up? lavacli identities add --uri "
                          f"https://LAB/RPC2 --username USER --token TOKEN {identity})") from None
-    return version
+    return lavacli(identity, "system", "version", timeout=30).strip()
 
 
 def submit_one(identity, job_file):
     """Submit one job definition; return its LAVA job id."""
-    out = lavacli(identity, "jobs", "submit", job_file).split()
-    if not out or not out[0].isdigit():
-        raise KgateError(f"lavacli jobs submit {os.path.relpath(job_file, TOP)}: no job id in {out!r}")
+    text = lavacli(identity, "jobs", "submit", job_file)
+    out = text.split()
+    if len(out) != 1 or not out[0].isdigit():
+        raise LabError(f"lavacli jobs submit {os.path.relpath(job_file, TOP)}: no job id in "
+                       f"{quoted(text)}")
     return int(out[0])
 
 
@@ -145,6 +255,7 @@ def submit(identity, tgt_names, variants, base_url, jobs=None, repeat=1,
     submitted first."""
     if repeat < 1:
         raise KgateError(f"--repeat wants 1 or more, not {repeat}")
+    runner.check_unique(tgt_names, variants)
     version = check_identity(identity)
     items = write_lab_jobs(tgt_names, variants, base_url, jobs=jobs, cand=cand, **overrides)
     run_dir = runner.new_run_dir()
@@ -180,14 +291,18 @@ def newest_submitted(runs_dir):
 def parse_results(text):
     """lavacli results ID --yaml -> (cases, errors) in lavalog's shape."""
     try:
-        rows = yaml.safe_load(text) or []
-    except yaml.YAMLError as e:
-        raise KgateError(f"lavacli results: not YAML: {e}") from e
+        rows = yaml.safe_load(text)
+    except yaml.YAMLError:
+        raise LabError(f"lavacli results: not YAML: {quoted(text)}") from None
+    rows = [] if rows is None else rows
     if not isinstance(rows, list):
-        raise KgateError("lavacli results: not a list of results")
+        raise LabError(f"lavacli results: not a list of results: {quoted(text)}")
     cases, errors = [], []
     for r in rows:
         if not isinstance(r, dict):
+            # what cannot be read cannot pass
+            cases.append({"definition": "?", "case": f"unreadable result {quoted(r, 60)}",
+                          "result": results.UNKNOWN})
             continue
         suite, name, res = str(r.get("suite", "")), str(r.get("name", "")), str(r.get("result", ""))
         if suite == "lava":
@@ -227,9 +342,9 @@ def device_worker(identity, device, workers):
         return None
     if device not in workers:
         try:
-            workers[device] = json.loads(lavacli(identity, "devices", "show", device,
-                                                 "--json")).get("worker")
-        except (KgateError, ValueError, AttributeError):
+            workers[device] = lab_json(lavacli(identity, "devices", "show", device, "--json"),
+                                       f"lavacli devices show {device}").get("worker")
+        except KgateError:
             workers[device] = None
     return workers[device]
 
@@ -259,7 +374,8 @@ def collect_job(identity, it, run_dir, timeout, workers=None):
         lavacli(identity, "jobs", "wait", job_id, "--polling", "5", timeout=timeout)
     except KgateError as e:
         log(f"[collect] job {job_id}: {e}")
-    show = json.loads(lavacli(identity, "jobs", "show", job_id, "--json"))
+    show = lab_json(lavacli(identity, "jobs", "show", job_id, "--json"),
+                    f"lavacli jobs show {job_id}")
     state, health = show.get("state"), show.get("health")
     cases, errors, tail = [], [], []
     if state == "Finished":
@@ -324,6 +440,47 @@ def resubmit(identity, run_dir, it, job, retry):
         return None
 
 
+_RECORD_JOB = {"target": str, "variant": str, "id": int, "run": int, "retry": int,
+               "kernel_sha256": str, "rootfs_sha256": str}
+
+
+def read_record(path):
+    """submitted.json, checked: every job once (target, variant, run,
+    retry), each run's attempts numbered 0, 1, ... in order. A record
+    that says otherwise is refused, never read as retries of each
+    other."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            record = json.load(f)
+    except (OSError, ValueError) as e:
+        raise KgateError(f"{path}: not a submitted run: {e}") from None
+    if not isinstance(record, dict) or not isinstance(record.get("identity"), str) or \
+            not isinstance(record.get("jobs"), list) or not isinstance(record.get("submitted"), str):
+        raise KgateError(f"{path}: not a submitted run (identity, submitted, jobs)")
+    attempts = {}
+    for it in record["jobs"]:
+        if not isinstance(it, dict):
+            raise KgateError(f"{path}: a job is not an object: {it!r:.60}")
+        it.setdefault("run", 0)
+        it.setdefault("retry", 0)
+        bad = [k for k, kind in _RECORD_JOB.items()
+               if not isinstance(it.get(k), kind) or isinstance(it.get(k), bool)]
+        if bad:
+            raise KgateError(f"{path}: job {it.get('id')!r}: {', '.join(bad)} missing or wrong")
+        check_variant(it["variant"])
+        what = f"{it['target']}/{it['variant']} run {it['run'] + 1}"
+        tried = attempts.setdefault((it["target"], it["variant"], it["run"]), [])
+        if it["retry"] != len(tried):
+            raise KgateError(f"{path}: {what} lists attempt {it['retry']} "
+                             f"{'twice' if it['retry'] < len(tried) else 'out of order'}: "
+                             "a job is never collected as another's retry")
+        tried.append(it["id"])
+    ids = [it["id"] for it in record["jobs"]]
+    if len(set(ids)) != len(ids):
+        raise KgateError(f"{path}: a LAVA job id is listed twice")
+    return record
+
+
 def collect(run_dir, identity=None, timeout=1800, retry_infra=1):
     """Collect every job of a submitted run into its folder; return the
     doc. A job whose verdict is infrastructure is submitted again (its
@@ -332,14 +489,16 @@ def collect(run_dir, identity=None, timeout=1800, retry_infra=1):
     path = os.path.join(run_dir, SUBMITTED)
     if not os.path.isfile(path):
         raise KgateError(f"no {SUBMITTED} in {run_dir}: not a submitted run")
-    with open(path, encoding="utf-8") as f:
-        record = json.load(f)
+    record = read_record(path)
+    if identity and identity != record["identity"]:
+        log(f"[collect] asking lavacli identity {identity!r}, not {record['identity']!r} "
+            f"that submitted the run")
     identity = identity or record["identity"]
     check_identity(identity)
     # The attempts of each job, per run of it, in submission order.
     groups = {}
     for it in record["jobs"]:
-        groups.setdefault((it["target"], it["variant"]), {}).setdefault(it.get("run", 0), []).append(it)
+        groups.setdefault((it["target"], it["variant"]), {}).setdefault(it["run"], []).append(it)
     done = []
     workers = {}
     for (name, v), runs in groups.items():
