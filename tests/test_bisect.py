@@ -50,7 +50,8 @@ def _patch(folder, name, subject, author="A Developer <dev@example.org>"):
     path = folder / name
     path.write_text(f"From 1234 Mon Sep 17 00:00:00 2001\nFrom: {author}\n"
                     f"Date: Fri, 4 Dec 2026 19:00:00 +0000\nSubject: [PATCH] {subject}\n\n"
-                    "Why.\n---\n")
+                    f"Why.\n---\n--- a/net/{name}.c\n+++ b/net/{name}.c\n@@ -1 +1 @@\n"
+                    f"-old\n+{subject}\n")
     return path
 
 

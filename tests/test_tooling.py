@@ -218,9 +218,10 @@ def test_missing_case_is_infrastructure():
 def test_run_verdict_and_json(tmp_path):
     jobs = [
         {"target": "x86_64", "variant": "fixed", "verdict": results.PASS, "cases": cases(),
-         "kernel_sha256": "k", "rootfs_sha256": "r"},
+         "health": "complete", "kernel_sha256": "k", "rootfs_sha256": "r"},
         {"target": "x86_64", "variant": "known-bad", "verdict": results.CAUGHT,
-         "cases": cases(**ALL_BAD), "kernel_sha256": "k2", "rootfs_sha256": "r"},
+         "cases": cases(**ALL_BAD), "health": "complete", "kernel_sha256": "k2",
+         "rootfs_sha256": "r"},
     ]
     doc = results.write_json(str(tmp_path / "results.json"), "run1", "t0", "t1", jobs)
     assert doc["verdict"] == results.PASS and doc["exit_code"] == 0
@@ -917,15 +918,15 @@ def test_candidate_from_the_command_line(tmp_path):
 
 
 def test_candidate_patches_go_on_top_of_the_fixed_series(tmp_path):
-    (tmp_path / "0002-b.patch").write_text("b")
-    (tmp_path / "0001-a.patch").write_text("a")
+    (tmp_path / "0002-b.patch").write_text(_diff("net/b.c", "b", "b1"))
+    (tmp_path / "0001-a.patch").write_text(_diff("net/a.c", "a", "a1"))
     (tmp_path / "notes.txt").write_text("not a patch")
     cand = kernel.Candidate(patches=str(tmp_path))
     fixed = kernel.variant_patches("fixed")
     got = kernel.variant_patches("candidate", cand)
     assert got == fixed + [str(tmp_path / "0001-a.patch"), str(tmp_path / "0002-b.patch")]
     key = kernel.tree_key("candidate", cand)
-    (tmp_path / "0002-b.patch").write_text("b2")
+    (tmp_path / "0002-b.patch").write_text(_diff("net/b.c", "b", "b2"))
     assert kernel.tree_key("candidate", cand) != key    # a changed patch is a new tree
     (tmp_path / "series").write_text("0002-b.patch\n# 0001-a.patch\n")
     assert kernel.variant_patches("candidate", cand) == fixed + [str(tmp_path / "0002-b.patch")]
@@ -983,7 +984,7 @@ def test_builds_never_see_the_calling_makes_variables(monkeypatch):
 
 def test_debug_from_the_command_line(tmp_path):
     assert _setup(["--debug", "x86_64"])[:2] == (["x86_64"], ["fixed", "fixed-debug", "known-bad"])
-    (tmp_path / "a.patch").write_text("a")
+    (tmp_path / "a.patch").write_text(_diff("net/a.c", "a", "a1"))
     assert _setup(["--debug", "--patches", str(tmp_path)])[1] == \
         ["candidate", "candidate-debug", "known-bad"]
     img = tmp_path / "bzImage"
@@ -1125,7 +1126,7 @@ def test_a_candidate_patch_that_does_not_apply_fails_the_candidate(fake_source, 
     pristine, use = fake_source
     # the user's patch (in the --patches folder) does not apply
     (tmp_path / "elsewhere").mkdir()
-    (tmp_path / "elsewhere" / "x.patch").write_text("")
+    (tmp_path / "elsewhere" / "x.patch").write_text(_diff("net/b.c", "b", "b1"))
     use(_diff("net/a.c", "not a", "a mutant"))
     with pytest.raises(common.CandidateError, match="does not apply"):
         kernel.prepare_tree("candidate", kernel.Candidate(patches=str(tmp_path)))

@@ -93,22 +93,87 @@ class Candidate:
         d = self.patches
         if not os.path.isdir(d):
             raise KgateError(f"--patches {d}: not a folder")
-        listed = read_text(os.path.join(d, "series"))
+        series_file = os.path.join(d, "series")
+        if os.path.lexists(series_file) and not os.path.isfile(series_file):
+            raise KgateError(f"--patches {d}: 'series' is not a file")
+        try:
+            listed = read_text(series_file)
+        except (OSError, UnicodeDecodeError) as e:
+            raise KgateError(f"--patches {d}: cannot read its series: {e}") from None
         if listed is not None:
             names = [ln.split("#", 1)[0].strip() for ln in listed.splitlines()]
             names = [n for n in names if n]
         else:
             names = sorted(n for n in os.listdir(d) if n.endswith((".patch", ".diff")))
+        outside = [n for n in names if os.path.isabs(n) or
+                   os.path.normpath(n).split(os.sep)[0] == ".."]
+        if outside:
+            raise KgateError(f"--patches {d}: series names files outside the folder: "
+                             f"{', '.join(outside)}")
         paths = [os.path.join(d, n) for n in names]
         missing = [n for n, p in zip(names, paths) if not os.path.isfile(p)]
         if missing:
             raise KgateError(f"--patches {d}: series names missing files: {', '.join(missing)}")
         if not paths:
             raise KgateError(f"--patches {d}: no series file and no *.patch or *.diff")
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise KgateError(f"--patches {d}: series names a patch twice: {', '.join(twice)}")
+        empty = [n for n, p in zip(names, paths) if not patch_changes(p)]
+        if empty:
+            raise KgateError(f"--patches {d}: the candidate changes nothing: "
+                             f"{', '.join(empty)} {'has' if len(empty) == 1 else 'have'} no "
+                             "hunk that changes a line (an empty file, or a message without a diff?)")
         return paths
 
 
 NO_CANDIDATE = Candidate()
+
+
+_HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
+
+
+def patch_changes(path):
+    """Whether a patch file changes anything: a unified diff hunk whose
+    removed lines differ from its added ones, or a git patch that
+    creates, deletes, renames or changes the mode of a file, or has
+    binary content."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError as e:
+        raise KgateError(f"{path}: {e.strerror}") from None
+    if re.search(r"^(?:new file mode|deleted file mode|rename from|old mode|GIT binary patch"
+                 r"|Binary files )", text, re.M):
+        return True
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        m = _HUNK.match(lines[i])
+        i += 1
+        if not m:
+            continue
+        # the hunk's old and new line counts say where it ends
+        old_n = int(m.group(1)) if m.group(1) is not None else 1
+        new_n = int(m.group(2)) if m.group(2) is not None else 1
+        minus, plus = [], []
+        while (old_n > 0 or new_n > 0) and i < len(lines):
+            line = lines[i]
+            i += 1
+            if line.startswith("\\"):
+                continue  # "\ No newline at end of file"
+            if line.startswith("-"):
+                minus.append(line[1:])
+                old_n -= 1
+            elif line.startswith("+"):
+                plus.append(line[1:])
+                new_n -= 1
+            else:
+                old_n -= 1
+                new_n -= 1
+        if minus != plus:
+            return True
+    return False
 
 
 def variant_patches(variant, cand=NO_CANDIDATE):
@@ -395,6 +460,7 @@ def prepare_tree(variant, cand=NO_CANDIDATE):
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(os.path.dirname(dst), exist_ok=True)
     patch_files = variant_patches(variant, cand)
+    user_patches = set(cand.patch_files()) if variant == CANDIDATE and cand.patches else set()
     if old and old[1] == source_id():
         changed = _sparse_patch(tmp, from_dir, patch_files)
         if changed is not None:
@@ -409,9 +475,10 @@ def prepare_tree(variant, cand=NO_CANDIDATE):
         r = _apply(p, tmp)
         if r.returncode != 0:
             shutil.rmtree(tmp, ignore_errors=True)
-            # The user's patch failing is the candidate's failure; ours,
-            # our own (the series under kernel/ against Debian's source).
-            mine = not (cand.patches and os.path.dirname(os.path.abspath(p)) == cand.patches)
+            # The user's patch failing is the candidate's failure, from
+            # wherever in its folder the series takes it; ours, our own
+            # (the series under kernel/ against Debian's source).
+            mine = p not in user_patches
             raise (InfraError if mine else CandidateError)(
                 f"{os.path.relpath(p, TOP)} does not apply to {source_id()}:\n{r.stdout}{r.stderr}")
     changed = _tree_changes(tmp, from_dir)
