@@ -31,7 +31,7 @@ fi
 
 pkgs="linux-source-6.1 make gcc libc6-dev flex bison bc libelf-dev libssl-dev
 ccache cpio gzip xz-utils patch perl dpkg-dev iproute2
-python3-jinja2 python3-yaml python3-pytest python3-jsonschema python3-rfc3987 lava-dispatcher chromium"
+python3-jinja2 python3-yaml python3-pytest python3-hypothesis python3-jsonschema python3-rfc3987 lava-dispatcher chromium"
 
 apt-get update -qq
 # --no-install-recommends: lava-dispatcher recommends ~1.8 GB (a host
