@@ -99,6 +99,7 @@
 #define HOLD_MS		10000	/* for the receiver to fault */
 #define CONNECT_MS	10000
 #define STEP_MS		60000	/* bound of each transfer */
+#define JOIN_MS		10000	/* for a thread to return once it need not wait */
 #define MAX_REPS	101
 #define MAX_SIZES	8
 /* The harness's deadlines, in seconds: a bulk test is 2 x reps + 1 transfers. */
@@ -420,6 +421,7 @@ static int send_data(struct flow *f, uint32_t off, uint32_t len)
 		.flags = PKT_ACK | PKT_PSH, .window = PEER_WINDOW,
 		.ip_id = f->dev.ip_id++, .data = data, .len = len,
 	};
+	struct timespec dl = { 0, 0 };
 	struct iovec iov[2];
 	size_t eth, n;
 	ssize_t w;
@@ -443,8 +445,8 @@ static int send_data(struct flow *f, uint32_t off, uint32_t len)
 			f->werr = EIO;	/* short: the segment is not whole */
 			return -1;
 		}
-		if (errno != EAGAIN && errno != EINTR) {
-			f->werr = errno;
+		if ((errno != EAGAIN && errno != EINTR) || !peer_retry(&dl)) {
+			f->werr = errno;	/* ETIMEDOUT: tap kept refusing it */
 			return -1;
 		}
 	}
@@ -622,10 +624,16 @@ static int pump(struct flow *f, uint32_t end, int ms, const char *since)
 			f->nxt += len;
 			if ((int32_t)(f->nxt - f->high) > 0)
 				f->high = f->nxt;
-			/* Take the ACKs as they come, as a sender would. */
-			if (!(++sent % 8))
-				while (flow_recv(f, &s, 0) == 1)
+			/*
+			 * Take the ACKs as they come, as a sender would; the
+			 * deadline is checked then, not at every segment.
+			 */
+			if (!(++sent % 8)) {
+				while (flow_recv(f, &s, 0) == 1 && ms_left(&dl))
 					;
+				if (!ms_left(&dl))
+					break;
+			}
 		}
 		una = f->una;
 		rc = flow_recv(f, &s, f->nxt == end || f->nxt - f->una >= send_window(f) ? 10 : 0);
@@ -723,6 +731,11 @@ static void *reader_main(void *arg)
 		r->rd += (uint32_t)n;
 		if (r->bad != UINT32_MAX)
 			break;
+		/* However fast the bytes come: the deadline holds. */
+		if (r->rd != r->end && !ms_left(&dl)) {
+			r->err = ETIMEDOUT;
+			break;
+		}
 	}
 	now(&r->done);
 	return NULL;
@@ -750,13 +763,19 @@ static const char *reader_error(const struct reader *r, char *buf, size_t cap)
 static enum verdict transfer(struct flow *f, uint32_t from,
 			     uint32_t end, double *secs, char *why, size_t cap)
 {
-	struct reader r = { .fd = f->c.fd, .rd = from, .end = end, .ms = STEP_MS };
+	/* Static: a reader that could not be joined may write it later. */
+	static struct reader r;
 	static char snap[NETSTAT_MAX];
 	struct timespec t0;
 	pthread_attr_t attr;
 	cpu_set_t set;
 	int rc, err;
 
+	memset(&r, 0, sizeof(r));
+	r.fd = f->c.fd;
+	r.rd = from;
+	r.end = end;
+	r.ms = STEP_MS;
 	snap_netstat(snap);	/* not in the time measured */
 	pthread_attr_init(&attr);
 	if (f->rcpu >= 0) {
@@ -776,7 +795,14 @@ static enum verdict transfer(struct flow *f, uint32_t from,
 	err = errno;
 	if (rc)
 		shutdown(f->c.fd, SHUT_RD);	/* what the reader waits for won't come */
-	pthread_join(r.thread, NULL);
+	/* The reader gives up r.ms after its start: this is past that. */
+	if (peer_join(r.thread, r.ms + JOIN_MS)) {
+		shutdown(f->c.fd, SHUT_RD);
+		peer_join(r.thread, JOIN_MS);
+		snprintf(why, cap, "the reader did not return within %d ms of its deadline",
+			 JOIN_MS);
+		return V_FAIL;
+	}
 	*secs = elapsed_us(&t0, &r.done) / 1e6;
 	/* A broken stream first: it may be why the sending stalled. */
 	if ((r.bad != UINT32_MAX || !rc) && reader_error(&r, why, cap))
@@ -813,14 +839,17 @@ static void *holder_main(void *arg)
 static enum verdict drain_once(struct flow *f, int nsegs,
 			       struct drain_result *d, char *why, size_t cap)
 {
-	struct holder h = { .fd = f->c.fd };
+	/* Static: a holder that could not be joined may write it later. */
+	static struct holder h;
 	static char snap[NETSTAT_MAX];
 	struct nstat before, during;
 	uint32_t start = f->una;
 	struct timespec t0;
-	int i, rc, bad = 0;
+	int i, rc, rel, bad = 0;
 	double secs;
 
+	memset(&h, 0, sizeof(h));
+	h.fd = f->c.fd;
 	memset(d, 0, sizeof(*d));
 	f->werr = 0;
 	snap_netstat(snap);
@@ -856,14 +885,24 @@ static enum verdict drain_once(struct flow *f, int nsegs,
 		d->dropped = during.v[NS_BACKLOGDROP] - before.v[NS_BACKLOGDROP];
 	}
 	now(&t0);
-	uffd_resolve(&f->hold);
+	rel = uffd_resolve(&f->hold) ? errno : 0;
+	if (rel)
+		uffd_close(&f->hold);	/* its fault fails: the receiver returns */
 	if (rc != 1)
 		shutdown(f->c.fd, SHUT_RD);	/* wake a receiver that never faulted */
-	pthread_join(h.thread, NULL);
+	if (uffd_join(&f->hold, h.thread, JOIN_MS)) {
+		snprintf(why, cap, "the held recv() did not return within %d ms of its release",
+			 JOIN_MS);
+		return V_FAIL;
+	}
 	if (rc != 1) {
 		snprintf(why, cap,
 			 "the receiver never faulted on the userfaultfd page: the socket was not held");
 		return V_SKIP;
+	}
+	if (rel) {
+		snprintf(why, cap, "releasing the held recv(): UFFDIO_COPY: %s", strerror(rel));
+		return V_FAIL;
 	}
 	if (f->werr) {
 		snprintf(why, cap, "writing to tap while held: %s", strerror(f->werr));

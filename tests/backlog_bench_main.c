@@ -41,20 +41,6 @@ static const char * const cli_with_arg[] = {
 	"-t", "--timeout",
 };
 
-static long parse_size(const char *s, long max)
-{
-	char *end;
-	long v = strtol(s, &end, 10);
-
-	if (end == s || v < 0)
-		return -1;
-	if (*end == 'K' || *end == 'k')
-		v *= 1024, end++;
-	else if (*end == 'M' || *end == 'm')
-		v *= 1024 * 1024, end++;
-	return *end || v > max ? -1 : v;
-}
-
 /*
  * Which of our options arg is: its index, with *val pointing at an
  * inline value ("--reps=3", "-r3") or NULL; -1 if none of ours.
@@ -86,76 +72,73 @@ static int bench_option(const char *arg, const char **val)
 	return -1;
 }
 
-static int bench_set(const char *prog, int opt, char *val)
+/* A usage error: one line naming the option, its range and the value. */
+static int bench_bad(const char *prog, const char *opt, const char *range,
+		     const char *val)
 {
+	fprintf(stderr, "%s: --%s wants %s, not '%s'\n", prog, opt, range, val);
+	return -1;
+}
+
+/*
+ * Every number is range-checked in 64 bits (ksft_cli_number()) before
+ * it is narrowed to its field, which each maximum here fits (int,
+ * uint32_t) on every target: nothing wraps into range.
+ */
+static int bench_set(const char *prog, int opt, const char *val)
+{
+	const char *name = bench_options[opt].name;
 	struct bench_opts *o = &bench_opts;
-	char *tok, *save, *end;
-	long v;
+	char range[64], *copy, *tok, *save;
+	long long v;
 
 	switch (opt) {
 	case OPT_REPS:
-		v = strtol(val, &end, 10);
-		if (end == val || *end || v < 1 || v > MAX_REPS) {
-			fprintf(stderr, "%s: --reps wants 1..%d\n", prog, MAX_REPS);
-			return -1;
-		}
+		snprintf(range, sizeof(range), "1..%d", MAX_REPS);
+		if (ksft_cli_number(val, false, 1, MAX_REPS, &v))
+			return bench_bad(prog, name, range, val);
 		o->reps = (int)v;
 		break;
 	case OPT_BULK_BYTES:
-		v = parse_size(val, 1L << 30);
-		if (v < 1) {
-			fprintf(stderr, "%s: --bulk-bytes wants 1..1G\n", prog);
-			return -1;
-		}
+		if (ksft_cli_number(val, true, 1, 1L << 30, &v))
+			return bench_bad(prog, name, "1..1G", val);
 		o->bulk_bytes = (uint32_t)v;
 		break;
 	case OPT_DRAIN:
+		snprintf(range, sizeof(range), "up to %d counts of 0..100000", MAX_SIZES);
+		/* Tokenised in a copy: the whole value is what the error shows. */
+		copy = strdup(val);
+		if (!copy)
+			return bench_bad(prog, name, range, val);
 		o->nsizes = 0;
-		for (tok = strtok_r(val, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-			v = strtol(tok, &end, 10);
-			if (*end || v < 0 || v > 100000 || o->nsizes == MAX_SIZES) {
-				fprintf(stderr, "%s: --drain wants up to %d counts of 0..100000\n",
-					prog, MAX_SIZES);
-				return -1;
-			}
+		for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+			if (o->nsizes == MAX_SIZES || ksft_cli_number(tok, false, 0, 100000, &v))
+				break;
 			o->sizes[o->nsizes++] = (int)v;
 		}
-		if (!o->nsizes) {
-			fprintf(stderr, "%s: --drain wants a count\n", prog);
-			return -1;
-		}
+		free(copy);
+		if (tok || !o->nsizes)
+			return bench_bad(prog, name, range, val);
 		break;
 	case OPT_RCVBUF:
-		v = parse_size(val, 1L << 30);
-		if (v < 0) {
-			fprintf(stderr, "%s: --rcvbuf wants 0..1G\n", prog);
-			return -1;
-		}
+		if (ksft_cli_number(val, true, 0, 1L << 30, &v))
+			return bench_bad(prog, name, "0..1G", val);
 		o->rcvbuf = (int)v;
 		break;
 	case OPT_BULK_BUDGET:
-		v = strtol(val, &end, 10);
-		if (end == val || *end || v < 0 || v > BULK_TIMEOUT - BULK_MARGIN) {
-			fprintf(stderr, "%s: --bulk-budget wants 0..%d\n", prog,
-				BULK_TIMEOUT - BULK_MARGIN);
-			return -1;
-		}
+		snprintf(range, sizeof(range), "0..%d", BULK_TIMEOUT - BULK_MARGIN);
+		if (ksft_cli_number(val, false, 0, BULK_TIMEOUT - BULK_MARGIN, &v))
+			return bench_bad(prog, name, range, val);
 		o->bulk_budget = (int)v;
 		break;
 	case OPT_FLIGHT:
-		v = strtol(val, &end, 10);
-		if (end == val || *end || v < 1 || v > 100000) {
-			fprintf(stderr, "%s: --flight wants 1..100000\n", prog);
-			return -1;
-		}
+		if (ksft_cli_number(val, false, 1, 100000, &v))
+			return bench_bad(prog, name, "1..100000", val);
 		o->flight = (int)v;
 		break;
 	case OPT_READ_SIZE:
-		v = parse_size(val, 65536);
-		if (v < 1) {
-			fprintf(stderr, "%s: --read-size wants 1..64K\n", prog);
-			return -1;
-		}
+		if (ksft_cli_number(val, true, 1, 65536, &v))
+			return bench_bad(prog, name, "1..64K", val);
 		o->read_size = (int)v;
 		break;
 	case OPT_NO_BULK:
@@ -174,9 +157,8 @@ static int bench_set(const char *prog, int opt, char *val)
  */
 static int bench_parse(int argc, char **argv, char **rest, int *nrest)
 {
-	const char *inl;
+	const char *inl, *val;
 	int i, j, opt;
-	char *val;
 
 	*nrest = 0;
 	rest[(*nrest)++] = argv[0];
@@ -200,7 +182,7 @@ static int bench_parse(int argc, char **argv, char **rest, int *nrest)
 			rest[(*nrest)++] = argv[i];
 			continue;
 		}
-		val = (char *)inl;
+		val = inl;
 		if (bench_options[opt].arg && !val) {
 			if (i + 1 == argc) {
 				fprintf(stderr, "%s: %s wants a value\n", argv[0], argv[i]);

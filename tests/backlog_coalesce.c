@@ -115,6 +115,8 @@ static_assert(LISTEN_PORT != PEER_BARRIER_LPORT && PEER_PORT != PEER_BARRIER_PPO
  * segment written, and the test looks then.
  */
 #define SETTLE_MS	2000
+/* How long the held receiver may take to return once released. */
+#define RELEASE_MS	5000
 
 /* The deadline of each case; the harness kills it some time later. */
 static int case_ms = 10000;
@@ -411,11 +413,14 @@ static enum verdict run_segs(struct bl *self, enum mode mode,
 			     struct result *r)
 {
 	struct seg prime = { .flags = PKT_ACK | PKT_PSH, .len = PRIME_LEN };
-	struct receiver rx = { .fd = self->c.fd };
+	/* Static: a receiver that could not be joined may write it later. */
+	static struct receiver rx;
 	uint32_t start = self->sent;
-	int rc, bad = 0, werr = 0;
+	int rc, bad = 0, werr = 0, rel;
 
 	memset(h, 0, sizeof(*h));
+	memset(&rx, 0, sizeof(rx));
+	rx.fd = self->c.fd;
 #ifdef KGATE_FAULTS
 	if (peer_fault("prime"))
 		prime.gap = 1;
@@ -460,14 +465,22 @@ static enum verdict run_segs(struct bl *self, enum mode mode,
 		bad |= nstat_read(&h->during);
 		bad |= backlog_len(self->c.fd, &h->backlog);
 	}
-	uffd_resolve(&self->hold);
+	rel = uffd_resolve(&self->hold) ? errno : 0;
+	if (rel)
+		uffd_close(&self->hold);	/* its fault fails: the receiver returns */
 	if (!h->held)
 		shutdown(self->c.fd, SHUT_RD);	/* wake a receiver that never faulted */
-	pthread_join(rx.thread, NULL);
+	if (uffd_join(&self->hold, rx.thread, RELEASE_MS))
+		return set_result(r, V_FAIL,
+				  "the held recv() did not return within %d ms of its release",
+				  RELEASE_MS);
 	bad |= nstat_read(&h->after);
 	if (!h->held)
 		return set_result(r, V_SKIP,
 				  "inconclusive: the receiver never faulted on the userfaultfd page, so the socket was not held");
+	if (rel)
+		return set_result(r, V_FAIL, "releasing the held recv(): UFFDIO_COPY: %s",
+				  strerror(rel));
 	if (werr)
 		return set_result(r, V_SKIP, "inconclusive: writing to tun while held: %s",
 				  strerror(werr));
@@ -645,7 +658,8 @@ static uint32_t acked_to(struct bl *self, uint32_t end)
 
 	setsockopt(self->c.fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
 	while ((int32_t)(self->c.last_ack - (base + end)) < 0 &&
-	       peer_conn_recv(&self->c, &s, buf, sizeof(buf), capped_ms(self, SETTLE_MS)) == 1)
+	       peer_conn_recv(&self->c, &s, buf, sizeof(buf), capped_ms(self, SETTLE_MS)) == 1 &&
+	       ms_left(&self->deadline))
 		;
 	return self->c.last_ack - base;
 }
@@ -706,8 +720,11 @@ static enum verdict check_fin(struct bl *self,
 	/* The ACK of a FIN the kernel did see may be delayed: wait for it. */
 	setsockopt(self->c.fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
 	while (!got && err == -1 && !acked &&
-	       peer_conn_recv(&self->c, &s, buf, sizeof(buf), capped_ms(self, SETTLE_MS)) == 1)
+	       peer_conn_recv(&self->c, &s, buf, sizeof(buf), capped_ms(self, SETTLE_MS)) == 1) {
 		acked = self->c.last_ack == self->fin_end;
+		if (!ms_left(&self->deadline))
+			break;
+	}
 	diag("after FIN: read %s, state %s, kernel ACK iss+%u, FIN+1 is iss+%u",
 	     got ? "more data" : err_name(err), state_name(st),
 	     self->c.last_ack - self->c.iss, self->fin_end - self->c.iss);
@@ -1004,7 +1021,8 @@ static enum verdict kernel_sends(struct bl *self, struct result *r)
 	if (send(self->c.fd, data, sizeof(data), 0) != (ssize_t)sizeof(data))
 		return set_result(r, V_FAIL, "send() of %d bytes: %s", KDATA_LEN, strerror(errno));
 	while (self->c.snd_nxt != end &&
-	       peer_conn_recv(&self->c, &s, buf, sizeof(buf), capped_ms(self, SETTLE_MS)) == 1)
+	       peer_conn_recv(&self->c, &s, buf, sizeof(buf), capped_ms(self, SETTLE_MS)) == 1 &&
+	       ms_left(&self->deadline))
 		;
 	if (self->c.snd_nxt != end)
 		return set_result(r, V_FAIL, "the kernel's %d bytes never came out of tun",

@@ -56,12 +56,50 @@ static inline void ksft_cli_result_skip(const char *msg, ...)
 #ifndef KSFT_CLI_AFTER
 #define KSFT_CLI_AFTER
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 
 #define KSFT_CLI_MAX_NAMES	64
+
+/*
+ * An option's number: decimal digits only (no sign, no blank), with a
+ * K or M suffix (times 1024 or 1024 * 1024) where suffix allows it,
+ * from min to max (0 <= min <= max). 0 with *v, or -1 when s is not
+ * such a number: trailing characters, a sign, out of range, or too big
+ * for 64 bits, before or after the suffix. Parsed in 64 bits on every
+ * target and checked before it is narrowed: on none does a value wrap
+ * into range.
+ */
+static inline int ksft_cli_number(const char *s, bool suffix, long long min,
+				  long long max, long long *v)
+{
+	unsigned long long n, mult = 1;
+	char *end;
+
+	if (*s < '0' || *s > '9')
+		return -1;
+	errno = 0;
+	n = strtoull(s, &end, 10);
+	if (errno)
+		return -1;
+	if (suffix && (*end == 'K' || *end == 'k')) {
+		mult = 1024;
+		end++;
+	} else if (suffix && (*end == 'M' || *end == 'm')) {
+		mult = 1024 * 1024;
+		end++;
+	}
+	if (*end || n > (unsigned long long)max / mult)
+		return -1;
+	n *= mult;
+	if ((long long)n < min)
+		return -1;
+	*v = (long long)n;
+	return 0;
+}
 
 struct ksft_cli {
 	const char *prog;
@@ -308,7 +346,7 @@ static int ksft_cli_main(int argc, char **argv, const char *about,
 	};
 	struct ksft_cli cli = { .prog = argv[0], .repeat = 1 };
 	bool hit[KSFT_CLI_MAX_NAMES] = { false };
-	char *end;
+	long long v;
 	int opt, i;
 
 	while ((opt = getopt_long(argc, argv, "c:f:m:ln:t:ph", opts, NULL)) != -1) {
@@ -331,18 +369,20 @@ static int ksft_cli_main(int argc, char **argv, const char *about,
 			cli.list = true;
 			break;
 		case 'n':
-			cli.repeat = (int)strtol(optarg, &end, 10);
-			if (*end || cli.repeat < 1 || cli.repeat > 100000) {
-				fprintf(stderr, "%s: --repeat wants 1..100000\n", argv[0]);
+			if (ksft_cli_number(optarg, false, 1, 100000, &v)) {
+				fprintf(stderr, "%s: --repeat wants 1..100000, not '%s'\n",
+					argv[0], optarg);
 				return 2;
 			}
+			cli.repeat = (int)v;
 			break;
 		case 't':
-			cli.timeout_ms = (int)strtol(optarg, &end, 10);
-			if (*end || cli.timeout_ms < 100 || cli.timeout_ms > 600000) {
-				fprintf(stderr, "%s: --timeout wants 100..600000 ms\n", argv[0]);
+			if (ksft_cli_number(optarg, false, 100, 600000, &v)) {
+				fprintf(stderr, "%s: --timeout wants 100..600000 ms, not '%s'\n",
+					argv[0], optarg);
 				return 2;
 			}
+			cli.timeout_ms = (int)v;
 			break;
 		case 'p':
 			cli.ptest = true;

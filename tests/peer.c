@@ -8,6 +8,7 @@
 #include <linux/if_ether.h>
 #include <linux/if_tun.h>
 #include <linux/userfaultfd.h>
+#include <limits.h>
 #include <net/if.h>
 #include <net/if_arp.h>
 #include <netinet/in.h>
@@ -33,19 +34,76 @@ const uint8_t peer_remote6[16] = { 0x20, 0x01, 0, 0x02, [15] = 2 };
 static const uint8_t peer_mac[6] = { 0x02, 0x6b, 0x67, 0x00, 0x00, 0x02 };
 
 #ifdef KGATE_FAULTS
+/* Hooks with a count (":N", N from 1) and those without. */
+static const char * const fault_counted[] = { "write", "nstat", "eagain", NULL };
+static const char * const fault_plain[] = {
+	"hold", "coalesce", "hphits", "prime", "release", NULL,
+};
+
+/* N of "what:N" in f: 1..INT_MAX, or -1 (not a number, out of range). */
+static long fault_count(const char *f, size_t n)
+{
+	char *end;
+	long v;
+
+	if (f[n] != ':' || f[n + 1] < '0' || f[n + 1] > '9')
+		return -1;
+	errno = 0;
+	v = strtol(f + n + 1, &end, 10);
+	return errno || *end || v < 1 || v > INT_MAX ? -1 : v;
+}
+
+bool peer_fault_valid(void)
+{
+	const char *f = getenv("KGATE_FAULT");
+	const char * const *h;
+
+	if (!f)
+		return true;
+	for (h = fault_plain; *h; h++)
+		if (!strcmp(f, *h))
+			return true;
+	for (h = fault_counted; *h; h++)
+		if (!strncmp(f, *h, strlen(*h)) && fault_count(f, strlen(*h)) > 0)
+			return true;
+	fprintf(stderr,
+		"KGATE_FAULT: '%s' is no fault: write:N, nstat:N, eagain:N (N from 1 to %d), hold, coalesce, hphits, prime or release\n",
+		f, INT_MAX);
+	return false;
+}
+
 bool peer_fault(const char *what)
 {
-	static int writes, reads;
+	static long writes, reads, eagains;
 	const char *f = getenv("KGATE_FAULT");
 	size_t n = strlen(what);
 
 	if (!f || strncmp(f, what, n))
 		return false;
 	if (!strcmp(what, "write"))
-		return f[n] == ':' && ++writes == atoi(f + n + 1);
+		return fault_count(f, n) == ++writes;
 	if (!strcmp(what, "nstat"))
-		return f[n] == ':' && ++reads == atoi(f + n + 1);
+		return fault_count(f, n) == ++reads;
+	if (!strcmp(what, "eagain"))
+		return fault_count(f, n) == ++eagains;
 	return f[n] == '\0';
+}
+
+/* The write end of a full non-blocking pipe: every write says EAGAIN. */
+static int fault_full_pipe(void)
+{
+	static int fds[2] = { -1, -1 };
+	char buf[4096] = { 0 };
+
+	if (fds[1] >= 0)
+		return fds[1];
+	if (pipe2(fds, O_NONBLOCK | O_CLOEXEC))
+		return -1;
+	while (write(fds[1], buf, sizeof(buf)) > 0)
+		;
+	while (write(fds[1], buf, 1) > 0)
+		;
+	return fds[1];
 }
 #endif
 
@@ -71,15 +129,20 @@ void now(struct timespec *ts)
 	clock_gettime(CLOCK_MONOTONIC, ts);
 }
 
-void deadline_in(struct timespec *ts, int ms)
+static void add_ms(struct timespec *ts, int ms)
 {
-	now(ts);
 	ts->tv_sec += ms / 1000;
 	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
 	if (ts->tv_nsec >= 1000000000L) {
 		ts->tv_sec++;
 		ts->tv_nsec -= 1000000000L;
 	}
+}
+
+void deadline_in(struct timespec *ts, int ms)
+{
+	now(ts);
+	add_ms(ts, ms);
 }
 
 int ms_left(const struct timespec *deadline)
@@ -97,6 +160,28 @@ double elapsed_us(const struct timespec *a, const struct timespec *b)
 {
 	return (double)(b->tv_sec - a->tv_sec) * 1e6 +
 	       (double)(b->tv_nsec - a->tv_nsec) / 1e3;
+}
+
+bool peer_retry(struct timespec *dl)
+{
+	if (!dl->tv_sec && !dl->tv_nsec) {
+		deadline_in(dl, PEER_RETRY_MS);
+		return true;
+	}
+	if (ms_left(dl))
+		return true;
+	errno = ETIMEDOUT;
+	return false;
+}
+
+int peer_join(pthread_t thread, int ms)
+{
+	struct timespec ts;
+
+	/* pthread_timedjoin_np() takes a CLOCK_REALTIME time. */
+	clock_gettime(CLOCK_REALTIME, &ts);
+	add_ms(&ts, ms);
+	return pthread_timedjoin_np(thread, NULL, &ts);
 }
 
 int write_file(const char *path, const char *val)
@@ -284,7 +369,9 @@ void peer_dev_close(struct peer_dev *d)
 int peer_dev_write(struct peer_dev *d, const uint8_t *pkt, size_t len)
 {
 	uint8_t frame[PEER_ETH_HLEN + PEER_FRAME_MAX];
+	struct timespec dl = { 0, 0 };
 	const uint8_t *p = pkt;
+	int fd = d->fd;
 	size_t n = len;
 	ssize_t w;
 
@@ -303,16 +390,18 @@ int peer_dev_write(struct peer_dev *d, const uint8_t *pkt, size_t len)
 #ifdef KGATE_FAULTS
 	if (peer_fault("write"))
 		n--;
+	if (peer_fault("eagain"))
+		fd = fault_full_pipe();
 #endif
 	for (;;) {
-		w = write(d->fd, p, n);
+		w = write(fd, p, n);
 		if (w == (ssize_t)n && n == len + (d->tap ? PEER_ETH_HLEN : 0))
 			return 0;
 		if (w >= 0) {
 			errno = EIO;	/* a short write: the packet is not whole */
 			return -1;
 		}
-		if (errno != EAGAIN && errno != EINTR)
+		if ((errno != EAGAIN && errno != EINTR) || !peer_retry(&dl))
 			return -1;
 	}
 }
@@ -328,23 +417,24 @@ ssize_t peer_dev_read(struct peer_dev *d, uint8_t *buf, size_t cap, int ms)
 	for (;;) {
 		n = read(d->fd, frame, sizeof(frame));
 		if (n > 0 && d->tap) {
-			if (n <= PEER_ETH_HLEN || (size_t)(n - PEER_ETH_HLEN) > cap)
-				continue;	/* not IP, or too big for us */
-			n -= PEER_ETH_HLEN;
-			memcpy(buf, frame + PEER_ETH_HLEN, (size_t)n);
-			return n;
-		}
-		if (n > 0) {
-			if ((size_t)n > cap)
-				continue;
-			memcpy(buf, frame, (size_t)n);
-			return n;
-		}
-		if (n < 0 && errno != EAGAIN && errno != EINTR)
+			/* Else not IP, or too big for us: skipped. */
+			if (n > PEER_ETH_HLEN && (size_t)(n - PEER_ETH_HLEN) <= cap) {
+				n -= PEER_ETH_HLEN;
+				memcpy(buf, frame + PEER_ETH_HLEN, (size_t)n);
+				return n;
+			}
+		} else if (n > 0) {
+			if ((size_t)n <= cap) {
+				memcpy(buf, frame, (size_t)n);
+				return n;
+			}
+		} else if (n < 0 && errno != EAGAIN && errno != EINTR) {
 			return -1;
+		}
+		/* After a skipped frame too: such frames may keep coming. */
 		if (!ms_left(&dl))
 			return 0;
-		if (poll(&pfd, 1, ms_left(&dl)) < 0 && errno != EINTR)
+		if (n <= 0 && poll(&pfd, 1, ms_left(&dl)) < 0 && errno != EINTR)
 			return -1;
 	}
 }
@@ -469,10 +559,13 @@ int peer_conn_recv(struct peer_conn *c, struct pkt_tcp *s, uint8_t *buf,
 		n = peer_dev_read(c->dev, buf, cap, ms_left(&dl));
 		if (n <= 0)
 			return (int)n;
-		if (pkt_parse(buf, (size_t)n, s) || !conn_ours(c, s))
-			continue;
-		conn_account(c, s);
-		return 1;
+		if (!pkt_parse(buf, (size_t)n, s) && conn_ours(c, s)) {
+			conn_account(c, s);
+			return 1;
+		}
+		/* Another flow's: however many come, the deadline holds. */
+		if (!ms_left(&dl))
+			return 0;
 	}
 }
 
@@ -498,13 +591,15 @@ int peer_conn_barrier(struct peer_conn *c, int ms)
 		n = peer_dev_read(c->dev, buf, sizeof(buf), ms_left(&dl));
 		if (n <= 0)
 			return (int)n;
-		if (pkt_parse(buf, (size_t)n, &s))
-			continue;
-		if (conn_ours(c, &s))
-			conn_account(c, &s);
-		else if (conn_ours(&b, &s) && (s.flags & PKT_RST) && (s.flags & PKT_ACK) &&
-			 s.ack == seq + 1)
-			return 1;
+		if (!pkt_parse(buf, (size_t)n, &s)) {
+			if (conn_ours(c, &s))
+				conn_account(c, &s);
+			else if (conn_ours(&b, &s) && (s.flags & PKT_RST) &&
+				 (s.flags & PKT_ACK) && s.ack == seq + 1)
+				return 1;
+		}
+		if (!ms_left(&dl))
+			return 0;
 	}
 }
 
@@ -534,10 +629,14 @@ bool peer_barrier_sound(char *why, size_t cap)
 void peer_conn_drain(struct peer_conn *c, int ms)
 {
 	uint8_t buf[PEER_FRAME_MAX];
+	struct timespec dl;
 	struct pkt_tcp s;
+	int left;
 
-	while (peer_conn_recv(c, &s, buf, sizeof(buf), ms) == 1)
-		;
+	deadline_in(&dl, PEER_DRAIN_MS);
+	do {
+		left = ms_left(&dl);
+	} while (left && peer_conn_recv(c, &s, buf, sizeof(buf), ms < left ? ms : left) == 1);
 }
 
 int peer_conn_open(struct peer_conn *c, struct peer_dev *d, int lfd, bool v6,
@@ -574,6 +673,10 @@ int peer_conn_open(struct peer_conn *c, struct peer_dev *d, int lfd, bool v6,
 		if ((s.flags & (PKT_SYN | PKT_ACK)) == (PKT_SYN | PKT_ACK) &&
 		    s.ack == c->iss + 1)
 			break;
+		if (!ms_left(&dl)) {
+			snprintf(why, cap, "no SYN-ACK from the kernel");
+			return -1;
+		}
 	}
 	c->irs = s.seq;
 	c->ack = s.seq + 1;
@@ -681,7 +784,23 @@ int uffd_open(struct uffd_hold *h)
 	int dev;
 
 	h->page = NULL;
+	h->fd = -1;
+	/*
+	 * UFFDIO_COPY copies whole pages: the zeros are a page of the
+	 * kernel's size (64 KiB on some arm64 and ppc64), never a buffer
+	 * of a size guessed here.
+	 */
 	h->pagesz = sysconf(_SC_PAGESIZE);
+	if (h->pagesz <= 0) {
+		h->zero = NULL;
+		errno = EINVAL;
+		return -1;
+	}
+	h->zero = mmap(NULL, h->pagesz, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (h->zero == MAP_FAILED) {
+		h->zero = NULL;
+		return -1;
+	}
 	h->fd = (int)syscall(__NR_userfaultfd, O_CLOEXEC | O_NONBLOCK);
 	if (h->fd < 0) {
 		/* Without CAP_SYS_PTRACE: the 6.1+ device node. */
@@ -701,6 +820,9 @@ void uffd_close(struct uffd_hold *h)
 	if (h->page)
 		munmap(h->page, h->pagesz);
 	h->page = NULL;
+	if (h->zero)
+		munmap(h->zero, h->pagesz);
+	h->zero = NULL;
 	if (h->fd >= 0)
 		close(h->fd);
 	h->fd = -1;
@@ -756,17 +878,38 @@ int uffd_wait(struct uffd_hold *h, int ms)
 	}
 }
 
-void uffd_resolve(struct uffd_hold *h)
+int uffd_resolve(struct uffd_hold *h)
 {
-	static uint8_t zero[65536];
 	struct uffdio_copy cp = {
 		.dst = (unsigned long)h->page,
-		.src = (unsigned long)zero,
+		.src = (unsigned long)h->zero,
 		.len = (unsigned long)h->pagesz,
 	};
 
-	if (ioctl(h->fd, UFFDIO_COPY, &cp) && errno != EEXIST)
+#ifdef KGATE_FAULTS
+	if (peer_fault("release"))
+		return 0;
+#endif
+	if (!h->page || !h->zero) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (ioctl(h->fd, UFFDIO_COPY, &cp) && errno != EEXIST) {
 		diag("UFFDIO_COPY: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int uffd_join(struct uffd_hold *h, pthread_t thread, int ms)
+{
+	if (!peer_join(thread, ms))
+		return 0;
+	/* Unmapped and closed, the page fails the fault: the thread returns. */
+	uffd_close(h);
+	peer_join(thread, ms);
+	errno = ETIMEDOUT;
+	return -1;
 }
 
 size_t peer_dev_hdr(const struct peer_dev *d, uint8_t *buf, uint16_t proto)

@@ -25,6 +25,7 @@
 #ifndef BACKLOG_PEER_H
 #define BACKLOG_PEER_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -52,6 +53,28 @@ void deadline_in(struct timespec *ts, int ms);
 int ms_left(const struct timespec *deadline);
 /* Microseconds from a to b. */
 double elapsed_us(const struct timespec *a, const struct timespec *b);
+
+/*
+ * How long a call may keep failing with EAGAIN or EINTR (a write into
+ * the device) before its caller gives up.
+ */
+#define PEER_RETRY_MS	5000
+
+/*
+ * The deadline of a loop that retries a call failing with EAGAIN or
+ * EINTR: *dl is { 0, 0 } until the first failure, which sets it
+ * PEER_RETRY_MS ahead, so that no clock is read while calls succeed.
+ * True while the loop may retry; false, with errno ETIMEDOUT, once the
+ * deadline has passed.
+ */
+bool peer_retry(struct timespec *dl);
+
+/*
+ * Join thread within ms: 0, ETIMEDOUT when it had not returned by then
+ * (it may still be running: what it writes must outlive the caller),
+ * or another error number.
+ */
+int peer_join(pthread_t thread, int ms);
 
 /* Write val to a file (a sysctl): 0 when all of it was written. */
 int write_file(const char *path, const char *val);
@@ -83,11 +106,16 @@ int peer_dev_open(struct peer_dev *d, const char *name, bool tap, bool v6,
 		  char *why, size_t cap);
 void peer_dev_close(struct peer_dev *d);
 /*
- * Write one IP packet (in a frame for tap), retrying EAGAIN: 0 only
- * when the whole packet went in.
+ * Write one IP packet (in a frame for tap), retrying EAGAIN for up to
+ * PEER_RETRY_MS: 0 only when the whole packet went in, else -1 with
+ * errno (ETIMEDOUT: the device kept refusing it).
  */
 int peer_dev_write(struct peer_dev *d, const uint8_t *pkt, size_t len);
-/* Read one IP packet within ms: its length, 0 on timeout, -1. */
+/*
+ * Read one IP packet within ms: its length, 0 on timeout, -1. Frames
+ * that are not IP or too big are skipped, the deadline checked after
+ * each; with ms 0, a packet already queued is still read.
+ */
 ssize_t peer_dev_read(struct peer_dev *d, uint8_t *buf, size_t cap, int ms);
 
 /* A listening TCP socket on the kernel's address, non-blocking. */
@@ -131,11 +159,16 @@ int peer_conn_send(struct peer_conn *c, struct pkt_tcp *s, bool corrupt);
 /*
  * The kernel's next segment on this connection within ms: 1 with *s
  * filled (data pointing into buf), 0 on timeout, -1. ACKs move
- * last_ack, data moves snd_nxt.
+ * last_ack, data moves snd_nxt. Other flows' packets are skipped, the
+ * deadline checked after each.
  */
 int peer_conn_recv(struct peer_conn *c, struct pkt_tcp *s, uint8_t *buf,
 		   size_t cap, int ms);
-/* Read and account whatever the kernel sent within ms. */
+/*
+ * Read and account whatever the kernel sent, waiting up to ms for each
+ * next segment (0: what is queued), PEER_DRAIN_MS in all at most.
+ */
+#define PEER_DRAIN_MS	1000
 void peer_conn_drain(struct peer_conn *c, int ms);
 
 /*
@@ -185,17 +218,30 @@ int nstat_read(struct nstat *n);
 struct uffd_hold {
 	int fd;
 	uint8_t *page;
-	long pagesz;
+	uint8_t *zero;		/* a page of zeros: what resolving copies */
+	long pagesz;		/* the kernel's page size, whatever it is */
 };
 
+/* 0, or -1 with errno; h can be closed either way. */
 int uffd_open(struct uffd_hold *h);
 void uffd_close(struct uffd_hold *h);
 /* Map a fresh page and register it: the next copy into it faults. */
 int uffd_arm(struct uffd_hold *h);
 /* Wait up to ms for the fault: 1 when it came, 0 on timeout, -1. */
 int uffd_wait(struct uffd_hold *h, int ms);
-/* Map a zero page at the faulting address: the copy goes on. */
-void uffd_resolve(struct uffd_hold *h);
+/*
+ * Copy a page of zeros to the faulting address: the copy goes on.
+ * 0, or -1 with errno.
+ */
+int uffd_resolve(struct uffd_hold *h);
+/*
+ * Join a thread that may be held in a fault on h's page within ms
+ * (once it was resolved or the thread was otherwise woken): 0 when it
+ * returned. One that has not is let go by closing h (its fault fails)
+ * and joined for up to ms more; -1 then, with errno ETIMEDOUT, and h
+ * closed.
+ */
+int uffd_join(struct uffd_hold *h, pthread_t thread, int ms);
 
 #ifdef KGATE_FAULTS
 /*
@@ -203,9 +249,13 @@ void uffd_resolve(struct uffd_hold *h);
  * "write:N" makes the Nth device write of a process short,
  * "nstat:N" the Nth counter read fail, "hold" the fault never arrive,
  * "coalesce" every TCPBacklogCoalesce read 0, "hphits" every TCPHPHits,
- * "prime" the bytes queued for a hold sent past a hole (never readable).
+ * "prime" the bytes queued for a hold sent past a hole (never readable),
+ * "eagain:N" every try of the Nth device write fail with EAGAIN,
+ * "release" the fault never resolved (the held thread stays held).
+ * peer_fault_valid() says, on stderr, what is wrong with KGATE_FAULT.
  */
 bool peer_fault(const char *what);
+bool peer_fault_valid(void);
 #endif
 
 /*
