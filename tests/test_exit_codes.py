@@ -31,7 +31,7 @@ def readme_table():
 def test_the_readme_table_is_the_codes_table():
     rows = readme_table()
     codes = dict(results.EXIT_CODES, usage=results.EXIT_USAGE,
-                 interrupted=results.EXIT_INTERRUPTED)
+                 interrupted=results.EXIT_INTERRUPTED, internal=results.EXIT_INTERNAL)
     assert sorted(rows) == sorted(set(codes.values()))
     for verdict, code in codes.items():
         assert verdict in re.split(r",\s*", rows[code]), (verdict, code)
@@ -90,6 +90,9 @@ SCENARIOS = [
      {"x86_64": [("complete", cases(**{results.RUN_CASE: "fail"}))]}, None),
     (6, "flaky", ["run", "x86_64", "--variant", "fixed", "--repeat", "2"],
      {"x86_64": [("complete", cases()), ("complete", cases(ipv4_data_fin="fail"))]}, None),
+    (7, "a bug of kgate's own", ["run", "x86_64", "--variant", "fixed"],
+     lambda mp: mp.setattr(runner, "run_job", _raise(ZeroDivisionError("bug"))),
+     "internal error: ZeroDivisionError: bug"),
     (130, "interrupted", ["run", "x86_64", "--variant", "fixed"],
      lambda mp: mp.setattr(runner, "run_job", _raise(KeyboardInterrupt())), "interrupted"),
 ]
