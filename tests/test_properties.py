@@ -21,6 +21,12 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+# make check draws the same examples every time (a gate's own tests do
+# not flake); KGATE_HYPOTHESIS=explore draws new ones, for longer hunts.
+settings.register_profile("kgate", derandomize=True, database=None)
+settings.register_profile("explore", database=None)
+settings.load_profile(os.environ.get("KGATE_HYPOTHESIS", "kgate"))
+
 from test_tooling import cases  # noqa: E402
 from kgate import (bench, bisect, cli, common, compare, golden, kernel, lab, lavalog,  # noqa: E402
                    mutants, results, rootfs, selftest, soak)

@@ -98,15 +98,15 @@ def bench_verdict(cases, expected, judged=True):
     by_name = by_result(c for c in cases if is_bench(c))
     if not by_name:
         return (INFRA, "benchmark results missing") if expected else (None, "")
+    failed = [c for c in BENCH_CASES if by_name.get(c) == "fail"]
+    if failed:
+        return REGRESSION, f"benchmark failed: {', '.join(failed)}"
     if by_name.get(BENCH_RUN_CASE) == "fail":
         return (ERROR if judged else INFRA,
                 "the benchmark crashed, bailed out or reported fewer cases than planned")
     missing = [c for c in BENCH_CASES + [BENCH_RUN_CASE] if c not in by_name]
     if missing:
         return INFRA, f"benchmark results missing: {', '.join(missing)}"
-    failed = [c for c in BENCH_CASES if by_name[c] == "fail"]
-    if failed:
-        return REGRESSION, f"benchmark failed: {', '.join(failed)}"
     skipped = [c for c in BENCH_CASES if by_name[c] == "skip"]
     return None, f"benchmark inconclusive: {', '.join(skipped)}" if skipped else ""
 
@@ -217,9 +217,15 @@ def _job_verdict(variant, health, all_cases, bench, errors):
         stopped = _stopped_program(all_cases, errors)
         if stopped:
             return ERROR, stopped
-    if verdict in (INFRA, MISSED, ERROR) or health != "complete":
+    if verdict == MISSED or health != "complete":
         return verdict, reason
     bv, breason = bench_verdict(all_cases, bench, under_test(variant))
+    # A failed benchmark case is a failed case of the kernel under test:
+    # it decides whatever else went wrong.
+    if bv == REGRESSION and under_test(variant) and verdict != REGRESSION:
+        return bv, breason if verdict == PASS else f"{breason}; {reason}"
+    if verdict in (INFRA, ERROR):
+        return verdict, reason
     # A failed case still decides; the control stays judged by its own
     # cases unless its benchmark broke.
     if (bv in (INFRA, ERROR) and verdict != REGRESSION) or \
