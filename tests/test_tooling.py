@@ -1574,3 +1574,16 @@ def test_the_command_line_expands_groups(monkeypatch):
     assert cli.main(["run"]) == 0
     assert seen == [["riscv64", "s390x", "ppc64", "mips64", "x86_64"], []]
     assert cli.main(["run", "nosuch"]) == results.EXIT_USAGE
+
+
+def test_the_control_is_named_in_one_place():
+    """The known-bad control's name is common.KNOWN_BAD, nowhere else a
+    literal in the tools."""
+    tools = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "kgate")
+    found = []
+    for name in sorted(os.listdir(tools)):
+        if name.endswith(".py"):
+            with open(os.path.join(tools, name), encoding="utf-8") as f:
+                found += [f"{name}:{i}" for i, line in enumerate(f, 1)
+                          if '"known-bad"' in line or "'known-bad'" in line]
+    assert found == ["common.py:18"], found

@@ -16,8 +16,8 @@ import time
 from . import kernel, results, rootfs
 from .reports import fmt_seconds as _fmt, phases_table
 from . import run as runner
-from .common import (BUILD, CANDIDATE, VARIANTS, atomic_write, default_targets, format_table, log,
-                     read_text)
+from .common import (BUILD, CANDIDATE, KNOWN_BAD, VARIANTS, atomic_write, default_targets,
+                     format_table, log, read_text)
 
 COLD_RECORD = os.path.join(BUILD, "bench", "cold.json")
 
@@ -99,7 +99,7 @@ def incremental(names):
     build itself)."""
     out = {}
     for name in names:
-        for v in ("known-bad", CANDIDATE):
+        for v in (KNOWN_BAD, CANDIDATE):
             rec = kernel.build_record(name, v)
             if rec and rec.get("objects") == "kept" and \
                     rec["seconds"] < out.get(name, (float("inf"),))[0]:
@@ -115,7 +115,7 @@ def targets_table(names, doc):
     rows = []
     for name in names:
         cold = kernel.build_record(name, "fixed", "cold") or {}
-        bad = kernel.build_record(name, "known-bad") or {}
+        bad = kernel.build_record(name, KNOWN_BAD) or {}
         fixed = jobs.get((name, "fixed"), {})
         progs = (fixed.get("timing") or {}).get("programs", {})
         rows.append([
@@ -125,7 +125,7 @@ def targets_table(names, doc):
                                     "build-seconds"))),
             _fmt((fixed.get("timing") or {}).get("boot")),
             _fmt(progs.get("backlog_coalesce")), _fmt(progs.get("backlog_bench")),
-            _fmt(fixed.get("seconds")), _fmt(jobs.get((name, "known-bad"), {}).get("seconds")),
+            _fmt(fixed.get("seconds")), _fmt(jobs.get((name, KNOWN_BAD), {}).get("seconds")),
         ])
     return format_table(heads, rows)
 

@@ -10,8 +10,8 @@ from . import (bench, bisect, compare, figures, golden, kcidb, kernel, lab, muta
                results, rootfs, soak)
 from . import run as runner
 from . import selftest
-from .common import (ALL_VARIANTS, CANDIDATE, TOP, VARIANTS, CandidateError, InfraError,
-                     KgateError, atomic_write, base_variant, debug_twin, default_targets,
+from .common import (ALL_VARIANTS, CANDIDATE, KNOWN_BAD, TOP, VARIANTS, CandidateError, InfraError,
+                     KgateError, base_variant, debug_twin, default_targets,
                      expand_targets, group_of, load_targets, log, target, with_debug,
                      write_output)
 
@@ -112,7 +112,7 @@ def candidate_setup(args):
     has_candidate = bool(cand)
     # --variant fixed --variant fixed means one fixed job
     variants = list(dict.fromkeys(args.variant or [])) or \
-        ([CANDIDATE, "known-bad"] if has_candidate else list(VARIANTS))
+        ([CANDIDATE, KNOWN_BAD] if has_candidate else list(VARIANTS))
     if args.debug:
         variants = with_debug(variants)
     if images and debug_twin(CANDIDATE) in variants:

@@ -13,7 +13,10 @@ import yaml
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("KGATE_BUILD", os.path.join(TOP, "build"))
-VARIANTS = ("fixed", "known-bad")
+# The known-bad control: Debian's kernel with the Linux 5.0 merging
+# rules put back (kernel/regressions), which every run must catch.
+KNOWN_BAD = "known-bad"
+VARIANTS = ("fixed", KNOWN_BAD)
 # The user's kernel under test (kgate.py run --patches/--source/--image):
 # judged like the fixed kernel, next to the known-bad control.
 CANDIDATE = "candidate"

@@ -11,7 +11,7 @@ import json
 import os
 
 from . import results
-from .common import BUILD, KgateError, atomic_copy
+from .common import BUILD, KNOWN_BAD, KgateError, atomic_copy
 
 BASELINE = os.path.join(BUILD, "baseline", "results.json")
 RANK = {results.PASS: 0, results.CAUGHT: 0, results.INCONCLUSIVE: 1, results.INFRA: 2,
@@ -92,7 +92,7 @@ def compare(base, new):
             lines.append(f"{name}: verdict {bj['verdict']} -> {nj['verdict']}")
         bc = {c["case"]: c["result"] for c in bj["cases"] if c.get("measurement") is None}
         nc = {c["case"]: c["result"] for c in nj["cases"] if c.get("measurement") is None}
-        expect_fail = set(results.KNOWN_BAD_MUST_FAIL) if key[1] == "known-bad" else set()
+        expect_fail = set(results.KNOWN_BAD_MUST_FAIL) if key[1] == KNOWN_BAD else set()
         groups = {"NEW FAILURES": [], "fixed": [], "newly inconclusive": [], "MISSING cases": [],
                   "new cases": []}
         for c, r in bc.items():

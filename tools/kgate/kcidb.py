@@ -28,12 +28,12 @@ import re
 import urllib.parse
 
 from . import results
-from .common import CANDIDATE, TOP, KgateError, base_variant, guest_of, load_targets
+from .common import CANDIDATE, KNOWN_BAD, TOP, KgateError, base_variant, guest_of, load_targets
 
 SCHEMA = os.path.join(TOP, "tools", "schemas", "kcidb.v5.3.json")
 VERSION = {"major": 5, "minor": 3}
 ORIGIN = "kgate"
-CONTROL = "known-bad"
+CONTROL = KNOWN_BAD
 # Test paths: '<ROOT>.<definition>.<case>', each part [a-zA-Z0-9_-].
 ROOT = "kgate"
 # A case's LAVA result; 'skip' is kgate's inconclusive (the evidence

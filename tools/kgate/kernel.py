@@ -26,9 +26,9 @@ import shutil
 import subprocess
 import time
 
-from .common import (BUILD, CANDIDATE, DEBUG_SUFFIX, TOP, CandidateError, InfraError, KgateError,
-                     atomic_copy, atomic_write, base_variant, check_variant, clean_env, is_debug,
-                     log, need_tools, read_text, run_logged, target, tool_version)
+from .common import (BUILD, CANDIDATE, DEBUG_SUFFIX, KNOWN_BAD, TOP, CandidateError, InfraError,
+                     KgateError, atomic_copy, atomic_write, base_variant, check_variant, clean_env,
+                     is_debug, log, need_tools, read_text, run_logged, target, tool_version)
 
 SOURCE_TARBALL = os.environ.get("KGATE_KERNEL_TARBALL", "/usr/src/linux-source-6.1.tar.xz")
 KERNEL_DIR = os.path.join(TOP, "kernel")
@@ -186,7 +186,7 @@ def variant_patches(variant, cand=NO_CANDIDATE):
             raise KgateError("the candidate kernel needs --patches DIR, --source DIR or --image")
         return series("patches") + cand.patch_files()
     patches = series("patches")
-    if variant == "known-bad":
+    if variant == KNOWN_BAD:
         patches += series("regressions")
     return patches
 

@@ -20,8 +20,8 @@ import yaml
 
 from . import kernel, lavalog, render, results
 from . import run as runner
-from .common import (BUILD, TOP, InfraError, KgateError, atomic_copy, atomic_write, check_variant, log,
-                     need_tools, target)
+from .common import (BUILD, TOP, InfraError, KgateError, atomic_copy, atomic_write, check_variant,
+                     log, need_tools, target)
 
 SERVE = os.path.join(BUILD, "serve")
 LAB_JOBS = os.path.join(render.JOBS, "lab")

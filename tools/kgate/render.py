@@ -5,8 +5,8 @@ import re
 import jinja2
 import yaml
 
-from .common import (ALL_VARIANTS, TOP, KgateError, atomic_write, check_variant, is_debug,
-                     target)
+from .common import (ALL_VARIANTS, KNOWN_BAD, TOP, KgateError, atomic_write, check_variant,
+                     is_debug, target)
 
 TEMPLATES = os.path.join(TOP, "templates")
 JOBS = os.environ.get("KGATE_JOBS", os.path.join(TOP, "jobs"))
@@ -24,7 +24,7 @@ DEFAULTS = {
     "bench_args": "--reps 11 --bulk-bytes 16M --drain 0,100,1000",
 }
 # The benchmark measures kernels meant to ship, not the known-bad control.
-NO_BENCH_VARIANTS = ("known-bad",)
+NO_BENCH_VARIANTS = (KNOWN_BAD,)
 # A debug kernel (KASAN, lockdep, SLUB poisoning) runs the same job 2.5
 # to 5 times slower under TCG (x86_64 111-136 s, arm64 141 s, ppc 174 s,
 # arm 332 s, against 35-92 s plain): its timeouts, already generous for

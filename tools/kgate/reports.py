@@ -3,7 +3,7 @@ and variant), read by CI systems (GitLab, Jenkins, ...)."""
 import xml.etree.ElementTree as ET
 
 from . import results
-from .common import format_table
+from .common import KNOWN_BAD, format_table
 
 
 def _case_outcome(job, case):
@@ -13,15 +13,15 @@ def _case_outcome(job, case):
     gate is blind) when they pass."""
     res = case["result"]
     runs = job.get("flaky_cases", {}).get(case["case"])
-    if runs and (job["variant"] != "known-bad" or case["case"] in results.KNOWN_BAD_MUST_FAIL):
+    if runs and (job["variant"] != KNOWN_BAD or case["case"] in results.KNOWN_BAD_MUST_FAIL):
         return "failure", "flaky: its runs gave " + " ".join(runs)
-    if job["variant"] == "known-bad" and case["case"] in results.KNOWN_BAD_MUST_FAIL:
+    if job["variant"] == KNOWN_BAD and case["case"] in results.KNOWN_BAD_MUST_FAIL:
         if res == "fail":
             return None, "expected failure: the known-bad control was caught"
         if res == "pass":
             return "failure", "the known-bad control passed this case: the gate is blind here"
     if res == "fail":
-        if job["variant"] == "known-bad":
+        if job["variant"] == KNOWN_BAD:
             return None, "failed on the known-bad control (not required)"
         return "failure", "failed"
     if res == "skip":
@@ -98,7 +98,7 @@ def _cell(job, case_name, result):
         return "none", "-"
     if case_name in job.get("flaky_cases", {}):
         return "flaky", "FLAKY: " + " ".join(job["flaky_cases"][case_name])
-    if job["variant"] == "known-bad" and case_name in results.KNOWN_BAD_MUST_FAIL:
+    if job["variant"] == KNOWN_BAD and case_name in results.KNOWN_BAD_MUST_FAIL:
         return ("xfail", "fail (expected)") if result == "fail" else ("fail", f"{result}: BLIND")
     return {"pass": ("pass", "pass"), "fail": ("fail", "FAIL"), "skip": ("skip", "skip")}.get(
         result, ("none", result))

@@ -4,7 +4,7 @@ import os
 import re
 import statistics
 
-from .common import ALL_VARIANTS, DEBUG_VARIANTS, KgateError, atomic_write, format_table
+from .common import ALL_VARIANTS, DEBUG_VARIANTS, KNOWN_BAD, KgateError, atomic_write, format_table
 from .lavalog import KERNEL_LOG_CASE
 
 # What the guest reports for each job: tests/backlog_coalesce --list,
@@ -114,7 +114,7 @@ def bench_verdict(cases, expected, judged=True):
 def under_test(variant):
     """Whether a variant's kernel is the one being judged (fixed,
     candidate); the known-bad kernel is the control."""
-    return variant != "known-bad"
+    return variant != KNOWN_BAD
 
 
 # How LAVA says a test action ran out of time (lava_common/timeout.py:
@@ -271,7 +271,7 @@ def _gate_verdict(variant, health, cases):
         verdict = REGRESSION if judged else INFRA
         return verdict, f"packet unit tests failed: {', '.join(unit_failed)}"
     skipped = [c for c in GUEST_CASES if by_name[c] == "skip"]
-    if variant == "known-bad":
+    if variant == KNOWN_BAD:
         must = [c for c in KNOWN_BAD_MUST_FAIL if by_name[c] != "fail"]
         if not must:
             return CAUGHT, f"failed as expected: {', '.join(failed)}"
@@ -374,7 +374,7 @@ def run_verdict(jobs):
         if under:
             parts.append(f"{name} kernel passed on {sum(j['verdict'] == PASS for j in under)}/"
                          f"{len(under)} targets")
-    bad = [j for j in jobs if j["variant"] == "known-bad"]
+    bad = [j for j in jobs if j["variant"] == KNOWN_BAD]
     if bad:
         parts.append(f"known-bad control caught on {sum(j['verdict'] == CAUGHT for j in bad)}/{len(bad)} targets")
     return worst, EXIT_CODES[worst], "; ".join(parts)
@@ -518,7 +518,7 @@ def matrix(jobs):
         rows.append([j["target"], j["variant"], str(n), str(p), str(f), str(s)] + cells + [verdict])
         failed = [c for c, r in by_name.items() if r == "fail"]
         skipped = [c for c in GUEST_CASES if by_name.get(c) == "skip"]
-        if j["variant"] == "known-bad":
+        if j["variant"] == KNOWN_BAD:
             extra = [c for c in failed if c not in key_cols]
             if extra:
                 notes.append(f"{j['target']}/known-bad also failed: {', '.join(extra)}")
