@@ -490,6 +490,7 @@ def served(tmp_path, monkeypatch):
     (tmp_path / "secret").write_text("secret")
     (root / "sha256" / "ab" / "leak").symlink_to(tmp_path / "secret")
     monkeypatch.setattr(lab.ServeHandler, "timeout", 1)
+    monkeypatch.setattr(lab.ServeHandler, "TIMEOUT", 1)
     monkeypatch.setattr(lab.BoundedServer, "MAX_THREADS", 2)
     httpd = lab.make_server("127.0.0.1", 0, str(root))
     t = threading.Thread(target=httpd.serve_forever, daemon=True)
@@ -507,6 +508,29 @@ def _get(url):
         return e.code, b""
 
 
+def test_serve_gives_up_on_a_request_that_trickles_in(served):
+    """A byte now and then keeps each read under the timeout; the whole
+    request line and headers must still come within it."""
+    host, port = served[len("http://"):].split(":")
+    s = socket.create_connection((host, int(port)))
+    s.settimeout(15)
+    start = time.monotonic()
+    got = None
+    with contextlib.suppress(OSError):
+        for ch in b"GET /sha256/ab/zImage HTTP/1.1\r\n\r\n":
+            s.send(bytes([ch]))
+            time.sleep(0.3)   # under the 1 s read timeout every time
+        got = s.recv(100)
+    s.close()
+    # cut off after the 1 s the whole request had, long before its 11 s
+    assert got in (None, b""), got
+    assert time.monotonic() - start < 11
+
+
+def test_serve_answers_a_nul_in_the_path_with_400(served):
+    assert _get(served + "/sha256/ab/%00zImage")[0] == 400
+
+
 def test_serve_serves_files_only_from_its_folder(served):
     assert _get(served + "/sha256/ab/zImage") == (200, b"kernel")
     assert _get(served + "/sha256/ab/")[0] == 404       # no listing
@@ -518,10 +542,11 @@ def test_serve_serves_files_only_from_its_folder(served):
 
 def test_serve_times_out_idle_connections_and_bounds_its_threads(served):
     host, port = served[len("http://"):].split(":")
-    before = threading.active_count()
+    def handlers():
+        return sum("process_request_thread" in t.name for t in threading.enumerate())
     idle = [socket.create_connection((host, int(port))) for _ in range(6)]
     time.sleep(0.5)
-    assert threading.active_count() - before <= 2
+    assert handlers() == 2
     # the idle ones are closed by the server, then a request gets through
     for s in idle:
         s.settimeout(15)
@@ -554,3 +579,200 @@ def test_allowed_user_strings_render_as_given():
     assert data["job_name"].startswith("nightly #7 (mine): x86_64 fixed")
     assert data["tags"] == ["kvm-less", "big.mem"] and data["priority"] == 42
     assert "notify" not in data
+
+
+# --- a second review's findings ---------------------------------------------
+
+def test_a_listed_retry_never_replaces_an_attempt_that_failed_a_case(fake_lab, capsys):
+    _, fake = fake_lab([("Complete", cases(ipv4_data_fin="fail")), ("Complete", cases())])
+    assert cli.main(["submit", "--base-url", "http://lab/", "-i", "me", "x86_64", "--variant",
+                     "fixed", "--no-wait"]) == 0
+    run_dir = lab.newest_submitted(runner.RUNS)
+    path = os.path.join(run_dir, lab.SUBMITTED)
+    with open(path, encoding="utf-8") as f:
+        record = json.load(f)
+    retry = dict(record["jobs"][0], id=record["jobs"][0]["id"] + 1, retry=1)
+    fake.jobs[str(retry["id"])] = fake.outcomes.pop(0)
+    record["jobs"].append(retry)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(record, f)
+    assert cli.main(["collect"]) == CODES[results.REGRESSION]
+
+
+def test_a_stored_attempt_that_was_judged_and_then_retried_still_counts():
+    job = dict(_job("fixed", cases()), attempts=[
+        {"verdict": results.REGRESSION, "reason": "failed: x", "log": "a", "run": 1},
+        {"verdict": results.PASS, "reason": "", "log": "b", "run": 1}])
+    assert results.judge({"jobs": [job]})["exit_code"] == CODES[results.REGRESSION]
+
+
+def test_a_planned_job_that_never_came_is_not_a_pass(tmp_path, fake_lab, capsys):
+    path = _results_file(tmp_path, [_job("fixed", cases())], planned=[
+        {"target": "x86_64", "variant": "fixed"}, {"target": "x86_64", "variant": "known-bad"}])
+    assert cli.main(["matrix", path]) == CODES[results.INFRA]
+    assert "planned but missing: x86_64/known-bad" in capsys.readouterr().out
+    # the lab: the second submission failed, the first job passed
+    _, fake = fake_lab([("Complete", cases())])
+    real = fake.__call__
+
+    def second_fails(identity, *args, **kw):
+        if args[:2] == ("jobs", "submit") and fake.submitted:
+            raise lab.LabError("lavacli jobs submit failed: 'Internal Server Error'")
+        return real(identity, *args, **kw)
+    lab.lavacli = second_fails
+    assert cli.main(["submit", "--base-url", "http://lab/", "-i", "me", "x86_64",
+                     "--no-wait"]) == CODES[results.INFRA]
+    lab.lavacli = fake
+    assert cli.main(["collect"]) == CODES[results.INFRA]
+
+
+def test_a_failed_case_in_any_definition_decides():
+    for definition in (results.BENCH_DEFINITION, "1_kgate-bench", "other"):
+        cs = cases() + [{"definition": definition, "case": "backlog.ipv4.data_fin",
+                         "result": "fail"}]
+        assert results.job_verdict("fixed", "complete", cs)[0] == results.REGRESSION
+
+
+@pytest.mark.parametrize("text", [
+    '{"schema": 1, "jobs": [], "jobs": []}',
+    '{"schema": 1, "jobs": [{"target": "x86_64", "variant": "fixed", "health": "complete", '
+    '"verdict": "pass", "cases": [{"case": "backlog.ipv4.data_fin", "result": "fail", '
+    '"result": "pass"}]}]}'])
+def test_a_results_file_naming_a_key_twice_is_refused(tmp_path, capsys, text):
+    path = tmp_path / "results.json"
+    path.write_text(text)
+    assert cli.main(["matrix", str(path)]) == results.EXIT_USAGE
+    assert "given twice" in capsys.readouterr().err
+
+
+def test_a_lab_answer_naming_a_key_twice_is_infrastructure():
+    with pytest.raises(lab.LabError, match="not YAML"):
+        lab.parse_results("- {suite: 0_kgate, name: backlog.ipv4.data_fin, result: fail, "
+                          "result: pass}\n")
+    with pytest.raises(lab.LabError, match="not a JSON object"):
+        lab.lab_json('{"health": "Incomplete", "health": "Complete"}', "jobs show")
+    with pytest.raises(lab.LabError):
+        lab.lab_json("[" * 100000 + "]" * 100000, "jobs show")
+
+
+def test_a_lab_device_that_is_not_a_name_is_no_worker():
+    assert lab.device_worker("me", ["a"], {}) is None
+    assert lab.device_worker("me", {"a": 1}, {}) is None
+
+
+def test_compare_counts_a_new_job_that_fails(tmp_path, capsys):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    base = _results_file(tmp_path / "a", [_job("fixed", cases())])
+    arm = dict(_job("fixed", cases(ipv4_data_fin="fail")), target="arm64")
+    new = _results_file(tmp_path / "b", [_job("fixed", cases()), arm])
+    assert cli.main(["compare", base, new]) == 1
+    assert "arm64/fixed: new in this run (REGRESSION)" in capsys.readouterr().out
+
+
+def test_git_headers_count_only_inside_a_diff(tmp_path):
+    p = tmp_path / "p.patch"
+    for text, changes in (("Subject: x\n\nrename from x\n" + NOOP, False),
+                          ("--- a/x\n+++ b/x\n@@ -1,2 +1,2 @@\n-a\n b\n+a\n", True),
+                          ("diff --git a/x b/y\nsimilarity index 100%\ncopy from x\ncopy to y\n",
+                           True)):
+        p.write_text(text)
+        assert kernel.patch_changes(str(p)) is changes, text
+
+
+def test_a_benchmark_cut_off_after_a_median_is_its_kernels_error(tmp_path, capsys):
+    cs = cases() + [
+        {"definition": results.BENCH_DEFINITION, "case": c, "result": "pass"}
+        for c in results.BENCH_CASES] + [
+        {"definition": results.BENCH_DEFINITION, "case": results.BENCH_RUN_CASE,
+         "result": "fail"},
+        {"definition": results.BENCH_DEFINITION, "case": "bulk_ratio", "result": "pass",
+         "measurement": 1.3, "units": "x"}]
+    path = _results_file(tmp_path, [_job("fixed", cs)])
+    assert cli.main(["matrix", path]) == CODES[results.ERROR]
+
+
+@pytest.mark.parametrize("bad", [
+    {"cases": ["fail"]}, {"cases": [{"case": "x", "result": "pass", "definition": 5}]},
+    {"cases": [{"case": None, "result": "pass"}]}, {"attempts": [{}]}, {"attempts": "xy"},
+    {"flaky_cases": []}, {"tail": 5}, {"target": "x86_64\nGate: PASS"},
+    {"cases": [{"case": "kernel-log", "result": "fail", "splat": 5}]},
+    {"cases": [{"case": "bulk_ratio", "result": "pass", "measurement": "1.3"}]}])
+def test_a_malformed_job_is_refused_with_one_line(tmp_path, capsys, bad):
+    path = _results_file(tmp_path, [dict(_job("fixed", cases()), **bad)])
+    for argv in (["matrix", path], ["compare", path, path], ["export", "kcidb", path, "-o", "-"]):
+        assert cli.main(argv) == results.EXIT_USAGE, argv
+    assert "internal error" not in capsys.readouterr().err
+
+
+def test_json_nested_too_deep_is_refused(tmp_path, capsys):
+    path = tmp_path / "results.json"
+    path.write_text('{"schema": 1, "jobs": ' + "[" * 200000 + "]" * 200000 + "}")
+    assert cli.main(["matrix", str(path)]) == results.EXIT_USAGE
+
+
+def test_a_patch_named_twice_however_spelt_is_refused(tmp_path, capsys):
+    d = tmp_path / "cand"
+    d.mkdir()
+    (d / "a.patch").write_text(REAL)
+    (d / "series").write_text("a.patch\n./a.patch\n")
+    assert cli.main(["run", "x86_64", "--patches", str(d)]) == results.EXIT_USAGE
+    (d / "b.patch").symlink_to(d / "a.patch")
+    (d / "series").write_text("a.patch\nb.patch\n")
+    assert cli.main(["run", "x86_64", "--patches", str(d)]) == results.EXIT_USAGE
+    assert "twice" in capsys.readouterr().err
+
+
+def test_a_series_linking_out_of_its_folder_is_refused(tmp_path, capsys):
+    (tmp_path / "elsewhere.patch").write_text(REAL)
+    d = tmp_path / "cand"
+    d.mkdir()
+    (d / "a.patch").symlink_to(tmp_path / "elsewhere.patch")
+    assert cli.main(["run", "x86_64", "--patches", str(d)]) == results.EXIT_USAGE
+    assert "links out of it" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv,says", [
+    (["run", "x86_64", "--image", "x86_64=/nonexistent"], "no such file"),
+    (["run", "x86_64", "arm64", "--image", "x86_64=" + KGATE[1]], "no --image for arm64"),
+    (["run", "-j", "-2", "x86_64"], "wants a whole number"),
+    (["run", "-p", "0", "x86_64"], "wants a whole number"),
+    (["submit", "--base-url", "http://lab/", "-i", "me", "--job-timeout", "0"],
+     "wants a whole number"),
+    (["submit", "--base-url", 'http://lab/x"\nnotify: {}', "-i", "me"], "--base-url"),
+    (["lab-jobs", "--base-url", "http://lab/ x"], "--base-url")])
+def test_bad_input_is_refused_before_anything_is_built(monkeypatch, capsys, argv, says):
+    for mod, name in ((runner, "artifacts"), (lab, "write_lab_jobs"), (lab, "stage"),
+                      (lab, "check_identity")):
+        monkeypatch.setattr(mod, name, lambda *a, **k: pytest.fail("went on"))
+    assert cli.main(argv) == results.EXIT_USAGE
+    assert says in capsys.readouterr().err
+
+
+def test_a_closed_standard_output_is_no_internal_error(tmp_path):
+    path = _results_file(tmp_path, [_job("fixed", cases())])
+    p = subprocess.Popen(KGATE + ["matrix", path], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=dict(os.environ, KGATE_BUILD=str(tmp_path / "build")))
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=60) == results.EXIT_USAGE, err
+    assert "internal error" not in err and not (tmp_path / "build" / "crash").exists()
+
+
+def test_export_refuses_another_users_symlink_and_block_devices(tmp_path, stored_run, capsys):
+    if os.geteuid() != 0:
+        pytest.skip("needs root to make a link owned by another user")
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    link = tmp_path / "out.json"
+    link.symlink_to(victim)
+    os.lchown(link, 65534, 65534)
+    assert cli.main(["export", "kcidb", stored_run, "-o", str(link)]) == results.EXIT_USAGE
+    assert victim.read_text() == "precious"
+    assert "made by another user" in capsys.readouterr().err
+    blk = tmp_path / "blk"
+    os.mknod(blk, 0o600 | stat.S_IFBLK, os.makedev(7, 200))
+    assert cli.main(["export", "kcidb", stored_run, "-o", str(blk)]) == results.EXIT_USAGE
+    assert cli.main(["export", "kcidb", stored_run, "-o", str(tmp_path / "no" / "x.json")]) \
+        == results.EXIT_USAGE
+    assert not (tmp_path / "no").exists()

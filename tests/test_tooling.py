@@ -1586,4 +1586,4 @@ def test_the_control_is_named_in_one_place():
             with open(os.path.join(tools, name), encoding="utf-8") as f:
                 found += [f"{name}:{i}" for i, line in enumerate(f, 1)
                           if '"known-bad"' in line or "'known-bad'" in line]
-    assert found == ["common.py:18"], found
+    assert len(found) == 1 and found[0].startswith("common.py:"), found

@@ -307,6 +307,12 @@ add_worker() {
 		dev=kgate-local-$1-$dt
 		manage devices list --all 2> /dev/null | grep -qw "$dev" ||
 			manage devices add --device-type "$dt" --worker "$w" "$dev" > /dev/null
+		# A device left Bad while its dictionary was missing (between a
+		# down and this up) gets no job: it is ours, and whole again.
+		if manage devices details "$dev" 2> /dev/null | grep -q "^health *: Bad"; then
+			manage devices update --health GOOD "$dev" > /dev/null
+			say "$dev: health Bad (its dictionary was missing), set Good"
+		fi
 	done
 	mkdir -p "$lab/worker-$1"
 	manage workers details "$w" | awk '$1 == "token" { print $3 }' | write_secret "$lab/worker-$1/token"
@@ -378,6 +384,9 @@ up() {
 		kept "lava-server's database setup by postinst.py (PostgreSQL role and database lavaserver, /etc/lava-server/settings.d/00-*.yaml; see $backup/etc-lava-server.before and .after)"
 	fi
 
+	# The device dictionaries before the scheduler starts: it marks a
+	# device whose dictionary is missing Bad ('down' removes them).
+	devconf "$workers"
 	start gunicorn /usr/bin/gunicorn3 lava_server.wsgi --log-level info \
 		--log-file "$SLOGS/gunicorn.log" -u lavaserver -g lavaserver \
 		--worker-class eventlet --workers 2 --bind "127.0.0.1:$LAVA_PORT"
@@ -400,7 +409,6 @@ up() {
 	# kgate-local-<i>-kgate-qemu. Workers of an earlier 'up' with more of
 	# them stay offline: LAVA's scheduler gives jobs only to online ones.
 	# (lava-server manage workers update --health fails in 2023.01.)
-	devconf "$workers"
 	for dt in qemu kgate-qemu; do
 		manage device-types list 2> /dev/null | grep -qw "$dt" || manage device-types add "$dt" > /dev/null
 	done

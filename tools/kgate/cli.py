@@ -105,6 +105,8 @@ def candidate_setup(args):
         if not sep or not path:
             raise KgateError(f"--image wants TARGET=PATH, not {spec!r}")
         target(tgt)  # an unknown target is an error now
+        if not os.path.isfile(path):
+            raise KgateError(f"--image {spec}: no such file")
         images[tgt] = os.path.abspath(path)
     if images and (args.patches or args.source):
         raise KgateError("--image excludes --patches and --source")
@@ -123,6 +125,10 @@ def candidate_setup(args):
                          "--image T=PATH")
     names = args.target or (sorted(images, key=list(load_targets()).index) if images
                             else default_targets())
+    without = [n for n in names if images and n not in images]
+    if without and CANDIDATE in variants:
+        raise KgateError(f"no --image for {', '.join(without)} (given for: "
+                         f"{', '.join(sorted(images))})")
     return names, variants, cand
 
 
@@ -157,6 +163,7 @@ def lab_overrides(args):
 
 
 def cmd_lab_jobs(args):
+    lab.check_base_url(args.base_url)
     names, variants, cand = candidate_setup(args)
     for it in lab.write_lab_jobs(names, variants, args.base_url, jobs=args.jobs, cand=cand,
                                  **lab_overrides(args)):
@@ -177,6 +184,7 @@ def cmd_serve(args):
 
 
 def cmd_submit(args):
+    lab.check_base_url(args.base_url)
     names, variants, cand = candidate_setup(args)
     run_dir = lab.submit(args.identity, names, variants, args.base_url,
                          jobs=args.jobs, repeat=args.repeat, cand=cand, **lab_overrides(args))
@@ -239,8 +247,8 @@ def add_run_args(s):
     s.add_argument("target", nargs="*", help="targets or groups (default: the default group; 'all': every target; see 'list')")
     s.add_argument("--variant", action="append", choices=ALL_VARIANTS,
                    help="variant to run (repeatable; default: fixed and known-bad)")
-    s.add_argument("-p", "--parallel", type=int, default=2, help="jobs at once (default: 2)")
-    s.add_argument("-j", "--jobs", type=int, help="parallel make jobs (default: cores + 1)")
+    s.add_argument("-p", "--parallel", type=_positive, default=2, help="jobs at once (default: 2)")
+    s.add_argument("-j", "--jobs", type=_positive, help="parallel make jobs (default: cores + 1)")
     add_retry_arg(s)
     add_candidate_args(s)
 
@@ -269,9 +277,9 @@ def add_lab_args(s, base_url_required=True):
     s.add_argument("--priority", help="high, medium, low or 0-100 (default: medium)")
     s.add_argument("--visibility", help="public or personal (default: public)")
     s.add_argument("--job-prefix", help="text before each job name (default: 'kgate ')")
-    s.add_argument("--job-timeout", type=int, metavar="MINUTES",
+    s.add_argument("--job-timeout", type=_positive, metavar="MINUTES",
                    help=f"the job's timeout (default: {render.DEFAULTS['timeouts']['job']})")
-    s.add_argument("-j", "--jobs", type=int, help="parallel make jobs (default: cores + 1)")
+    s.add_argument("-j", "--jobs", type=_positive, help="parallel make jobs (default: cores + 1)")
     add_candidate_args(s)
 
 
@@ -410,12 +418,12 @@ def parser():
     s.add_argument("target")
     s.add_argument("--variant", action="append", choices=VARIANTS + (debug_twin("fixed"),),
                    help="variant to build (repeatable; default: fixed and known-bad)")
-    s.add_argument("-j", "--jobs", type=int, help="parallel make jobs (default: cores + 1)")
+    s.add_argument("-j", "--jobs", type=_positive, help="parallel make jobs (default: cores + 1)")
     s.add_argument("--force", action="store_true", help="rebuild even if the cached image matches")
     s.set_defaults(func=cmd_kernel)
     s = sub.add_parser("rootfs", help="build (or reuse) the initramfs of a target")
     s.add_argument("target")
-    s.add_argument("-j", "--jobs", type=int, help="parallel make jobs (default: cores + 1)")
+    s.add_argument("-j", "--jobs", type=_positive, help="parallel make jobs (default: cores + 1)")
     s.add_argument("--force", action="store_true", help="rebuild even if the cached initramfs matches")
     s.set_defaults(func=cmd_rootfs)
     s = sub.add_parser("native", help="build the test programs for this machine (make check)")
@@ -424,7 +432,7 @@ def parser():
     s.set_defaults(func=cmd_native)
     s = sub.add_parser("jobs", help="build what is missing; render and validate the local LAVA jobs")
     s.add_argument("target", nargs="*", help="targets or groups (default: all)")
-    s.add_argument("-j", "--jobs", type=int, help="parallel make jobs (default: cores + 1)")
+    s.add_argument("-j", "--jobs", type=_positive, help="parallel make jobs (default: cores + 1)")
     s.set_defaults(func=cmd_jobs)
     s = sub.add_parser("golden", help="compare every rendered job and device with tests/golden",
                        description="Render every job (local and lab, each target and variant) "
@@ -463,7 +471,7 @@ def parser():
     s.add_argument("--port", type=int, default=8011, help="port (default: 8011)")
     s.add_argument("--no-build", action="store_true",
                    help="serve build/serve as it is ('submit' links what it submits)")
-    s.add_argument("-j", "--jobs", type=int, help="parallel make jobs (default: cores + 1)")
+    s.add_argument("-j", "--jobs", type=_positive, help="parallel make jobs (default: cores + 1)")
     s.set_defaults(func=cmd_serve)
     s = sub.add_parser("submit", help="submit the jobs to a LAVA lab with lavacli, then collect",
                        description="The identity is lavacli's (lavacli identities add ...): "
@@ -472,7 +480,7 @@ def parser():
     add_lab_args(s)
     s.add_argument("-i", "--identity", default="default", help="lavacli identity (default: default)")
     s.add_argument("--no-wait", action="store_true", help="submit only; collect later")
-    s.add_argument("--timeout", type=int, default=1800, help="seconds to wait for each job")
+    s.add_argument("--timeout", type=_positive, default=1800, help="seconds to wait for each job")
     add_retry_arg(s)
     add_repeat_arg(s)
     s.set_defaults(func=cmd_submit)
@@ -485,7 +493,7 @@ def parser():
                        "Exit status as for 'run'.")
     s.add_argument("run", nargs="?", help="the run folder (default: the newest submitted one)")
     s.add_argument("-i", "--identity", help="lavacli identity (default: the one used to submit)")
-    s.add_argument("--timeout", type=int, default=1800, help="seconds to wait for each job")
+    s.add_argument("--timeout", type=_positive, default=1800, help="seconds to wait for each job")
     add_retry_arg(s)
     s.set_defaults(func=cmd_collect)
     s = sub.add_parser("export", help="write a run as KCIDB v5 JSON, validated against its schema",
@@ -528,7 +536,7 @@ def parser():
                        description="Each run is a normal run (its own folder); the soak's "
                        "report goes to build/soak/<time>/. Exit status: 0 no verdict and no "
                        "case result changed, 1 something did (the gate is flaky there).")
-    s.add_argument("times", type=int, help="number of runs (at least 2)")
+    s.add_argument("times", type=_positive, help="number of runs (at least 2)")
     add_run_args(s)
     s.set_defaults(func=cmd_soak)
     s = sub.add_parser("mutants", help="the mutation check: run each kernel/mutants patch; "
@@ -549,8 +557,8 @@ def parser():
                    help=f"targets (default: {' '.join(mutants.DEFAULT_TARGETS)})")
     s.add_argument("--mutant", action="append", metavar="NAME",
                    help="only this mutant: file name, name or number, e.g. 04 (repeatable)")
-    s.add_argument("-p", "--parallel", type=int, default=2, help="jobs at once (default: 2)")
-    s.add_argument("-j", "--jobs", type=int, help="parallel make jobs (default: cores + 1)")
+    s.add_argument("-p", "--parallel", type=_positive, default=2, help="jobs at once (default: 2)")
+    s.add_argument("-j", "--jobs", type=_positive, help="parallel make jobs (default: cores + 1)")
     s.set_defaults(func=cmd_mutants)
     s = sub.add_parser("bisect", help="name the patch of a candidate series (or the commit "
                        "of a git tree) after which the gate fails",
@@ -577,8 +585,8 @@ def parser():
                    "commit built and run as 'run --source' does")
     s.add_argument("--good", metavar="REV", help="with --source: a commit that passes")
     s.add_argument("--bad", metavar="REV", help="with --source: a later commit that fails")
-    s.add_argument("-p", "--parallel", type=int, default=2, help="jobs at once (default: 2)")
-    s.add_argument("-j", "--jobs", type=int, help="parallel make jobs (default: cores + 1)")
+    s.add_argument("-p", "--parallel", type=_positive, default=2, help="jobs at once (default: 2)")
+    s.add_argument("-j", "--jobs", type=_positive, help="parallel make jobs (default: cores + 1)")
     s.set_defaults(func=cmd_bisect)
     s = sub.add_parser("bisect-step", help="(run by 'git bisect run' for 'bisect --source') "
                        "judge the commit checked out in TREE",
@@ -587,8 +595,8 @@ def parser():
     s.add_argument("target", nargs="+")
     s.add_argument("--tree", required=True, help="the bisection's clone")
     s.add_argument("--out", required=True, help="the bisection's folder (steps.jsonl)")
-    s.add_argument("-p", "--parallel", type=int, default=2, help="jobs at once (default: 2)")
-    s.add_argument("-j", "--jobs", type=int, help="parallel make jobs (default: cores + 1)")
+    s.add_argument("-p", "--parallel", type=_positive, default=2, help="jobs at once (default: 2)")
+    s.add_argument("-j", "--jobs", type=_positive, help="parallel make jobs (default: cores + 1)")
     s.set_defaults(func=cmd_bisect_step)
     s = sub.add_parser("bench", help="print where the time goes, and each speed goal "
                        "against its figure",
@@ -603,7 +611,7 @@ def parser():
                        "A benchmark: it prints, exit 0.")
     s.add_argument("target", nargs="*", help="targets or groups (default: the default group)")
     s.add_argument("--cold", action="store_true", help="rebuild everything from nothing first")
-    s.add_argument("-p", "--parallel", type=int, default=2, help="jobs at once (default: 2)")
+    s.add_argument("-p", "--parallel", type=_positive, default=2, help="jobs at once (default: 2)")
     s.set_defaults(func=cmd_bench)
     add_selftest_parsers(sub)
     return p
@@ -658,6 +666,11 @@ def main(argv=None):
     except KeyboardInterrupt:
         log("kgate: interrupted")
         return results.EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # 'kgate.py matrix | head': what was not read is not a verdict
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+        log("kgate: error: standard output was closed before all was written")
+        return results.EXIT_USAGE
     except SystemExit as e:
         # argparse: --help (0) and usage errors (2); nothing else exits
         return 0 if e.code is None else e.code if e.code in (0, results.EXIT_USAGE) \

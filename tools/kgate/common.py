@@ -1,9 +1,11 @@
 """Paths, target data and small helpers shared by the kgate tools."""
 import contextlib
 import hashlib
+import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -88,6 +90,50 @@ def build_error_lines(text, limit=30):
     if not keep:
         return lines[-25:]
     return [lines[j] for j in keep][:limit]
+
+
+class DuplicateKey(ValueError):
+    """A JSON object or YAML mapping that names a key twice: which one a
+    reader takes is an accident, so kgate takes neither."""
+
+
+def _no_duplicates(pairs):
+    out = {}
+    for k, v in pairs:
+        if k in out:
+            raise DuplicateKey(f"the key {k!r:.60} is given twice")
+        out[k] = v
+    return out
+
+
+def loads_json(text):
+    """json.loads that refuses an object naming a key twice
+    (DuplicateKey, a ValueError) and nesting too deep (ValueError)."""
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicates)
+    except RecursionError:
+        raise ValueError("nested too deep") from None
+
+
+class StrictYamlLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that refuses a mapping naming a key twice."""
+
+    def construct_mapping(self, node, deep=False):
+        keys = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                seen = key in keys
+            except TypeError:
+                seen = False
+            if seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"the key {key!r:.60} is given twice", key_node.start_mark)
+            try:
+                keys.add(key)
+            except TypeError:
+                pass
+        return super().construct_mapping(node, deep)
 
 
 def log(msg):
@@ -231,15 +277,25 @@ def atomic_write(path, text):
 
 def write_output(path, text):
     """Write text where the user asked (a command's -o): a regular file
-    (or a symlink to one) is replaced atomically at the path the link
-    names; anything else that exists (a FIFO, /dev/stdout, a device) is
-    written through, never replaced by a file. Errors are the user's:
-    KgateError naming the path."""
-    real = os.path.realpath(path)
+    (or a symlink to one that the user's own uid made) is replaced
+    atomically at the path the link names; a FIFO or a character device
+    (/dev/stdout) is written through, never replaced by a file. Refused,
+    as KgateError naming the path: a symlink another user made (root
+    must not follow it, as fs.protected_symlinks would not in a sticky
+    folder), a block device, a folder, a folder that does not exist,
+    and any error writing."""
     try:
+        if os.path.islink(path) and os.lstat(path).st_uid != os.geteuid():
+            raise KgateError(f"cannot write {path}: a symbolic link made by another user "
+                             f"(uid {os.lstat(path).st_uid}); name its target instead")
+        real = os.path.realpath(path)
+        if not os.path.isdir(os.path.dirname(real)):
+            raise KgateError(f"cannot write {path}: no folder {os.path.dirname(real)}")
         if os.path.exists(real) and not os.path.isfile(real):
-            if os.path.isdir(real):
-                raise KgateError(f"cannot write {path}: a folder")
+            mode = os.stat(real).st_mode
+            if not (stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)):
+                raise KgateError(f"cannot write {path}: not a file, a FIFO or a character "
+                                 "device")
             with open(real, "w", encoding="utf-8") as f:
                 f.write(text)
         else:

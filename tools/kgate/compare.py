@@ -7,11 +7,10 @@ missing, or a target/variant of the baseline is missing. Figures are
 reported, and only gate with --figures: under emulation they move with
 the machine's load.
 """
-import json
 import os
 
 from . import results
-from .common import BUILD, KNOWN_BAD, KgateError, atomic_copy
+from .common import BUILD, KNOWN_BAD, KgateError, atomic_copy, loads_json
 
 BASELINE = os.path.join(BUILD, "baseline", "results.json")
 RANK = {results.PASS: 0, results.CAUGHT: 0, results.INCONCLUSIVE: 1, results.INFRA: 2,
@@ -28,7 +27,7 @@ def load(path):
         raise KgateError(f"no results at {path}")
     try:
         with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
+            doc = loads_json(f.read())
     except (OSError, ValueError) as e:
         raise KgateError(f"{path}: not a results.json: {e}") from None
     if not isinstance(doc, dict) or doc.get("schema") != results.SCHEMA_VERSION or \
@@ -119,7 +118,11 @@ def compare(base, new):
                 lines.append(f"{name}: figure {moved[0]}")
     for key in njobs:
         if key not in bjobs:
-            lines.append(f"{'/'.join(key)}: new in this run ({njobs[key]['verdict']})")
+            v = njobs[key]["verdict"]
+            # a job the baseline lacks is no regression only if it passed
+            worse = RANK.get(v, 9) > 0
+            lines.append(f"{'/'.join(key)}: new in this run ({v.upper() if worse else v})")
+            failed |= worse
     return lines, failed
 
 

@@ -68,8 +68,9 @@ def _ratio(r):
 
 
 def _span(r):
-    """'(min-max)' of a (median, min, max)."""
-    return "-" if r[0] is None else f"({r[1]:.2f}-{r[2]:.2f})"
+    """'(min-max)' of a (median, min, max); '-' for a part not reported
+    (a benchmark cut off after its median)."""
+    return "-" if None in r else f"({r[1]:.2f}-{r[2]:.2f})"
 
 
 def _pair(p, fmt="{:.0f}"):
@@ -82,7 +83,7 @@ def _iqr(r):
     if r["bulk_ratio"][0] is None:
         return "-"
     q1, q3 = r["bulk_iqr"]
-    iqr = f" [{q1:.2f}-{q3:.2f}]" if q1 is not None else ""
+    iqr = f" [{q1:.2f}-{q3:.2f}]" if q1 is not None and q3 is not None else ""
     pairs = f" {r['bulk_pairs']:.0f}" if r["bulk_pairs"] is not None else ""
     return f"{r['bulk_ratio'][0]:.2f}x{iqr}{pairs}"
 

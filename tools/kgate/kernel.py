@@ -105,10 +105,13 @@ class Candidate:
             names = [n for n in names if n]
         else:
             names = sorted(n for n in os.listdir(d) if n.endswith((".patch", ".diff")))
+        real = os.path.realpath(d)
         outside = [n for n in names if os.path.isabs(n) or
-                   os.path.normpath(n).split(os.sep)[0] == ".."]
+                   os.path.normpath(n).split(os.sep)[0] == ".." or
+                   not os.path.realpath(os.path.join(d, n)).startswith(real + os.sep)]
         if outside:
-            raise KgateError(f"--patches {d}: series names files outside the folder: "
+            raise KgateError(f"--patches {d}: series names files outside the folder "
+                             "(or links out of it): "
                              f"{', '.join(outside)}")
         paths = [os.path.join(d, n) for n in names]
         missing = [n for n, p in zip(names, paths) if not os.path.isfile(p)]
@@ -116,7 +119,8 @@ class Candidate:
             raise KgateError(f"--patches {d}: series names missing files: {', '.join(missing)}")
         if not paths:
             raise KgateError(f"--patches {d}: no series file and no *.patch or *.diff")
-        twice = sorted({n for n in names if names.count(n) > 1})
+        reals = [os.path.realpath(p) for p in paths]
+        twice = sorted({n for n, r in zip(names, reals) if reals.count(r) > 1})
         if twice:
             raise KgateError(f"--patches {d}: series names a patch twice: {', '.join(twice)}")
         empty = [n for n, p in zip(names, paths) if not patch_changes(p)]
@@ -134,44 +138,52 @@ _HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
 
 
 def patch_changes(path):
-    """Whether a patch file changes anything: a unified diff hunk whose
-    removed lines differ from its added ones, or a git patch that
-    creates, deletes, renames or changes the mode of a file, or has
-    binary content."""
+    """Whether a patch file changes anything: a hunk whose old text (its
+    context and removed lines, in order) differs from its new text, or,
+    in a file's git header (after its 'diff --git' line), a new or
+    deleted file, a rename, a copy, a mode change or binary content."""
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             text = f.read()
     except OSError as e:
         raise KgateError(f"{path}: {e.strerror}") from None
-    if re.search(r"^(?:new file mode|deleted file mode|rename from|old mode|GIT binary patch"
-                 r"|Binary files )", text, re.M):
-        return True
     lines = text.splitlines()
     i = 0
+    in_header = False
     while i < len(lines):
-        m = _HUNK.match(lines[i])
+        line = lines[i]
         i += 1
+        if line.startswith("diff --git "):
+            in_header = True
+            continue
+        if in_header and re.match(r"(?:new file mode|deleted file mode|rename from|copy from"
+                                  r"|old mode|GIT binary patch|Binary files )", line):
+            return True
+        m = _HUNK.match(line)
         if not m:
             continue
+        in_header = False
         # the hunk's old and new line counts say where it ends
         old_n = int(m.group(1)) if m.group(1) is not None else 1
         new_n = int(m.group(2)) if m.group(2) is not None else 1
-        minus, plus = [], []
+        old, new = [], []
         while (old_n > 0 or new_n > 0) and i < len(lines):
             line = lines[i]
             i += 1
             if line.startswith("\\"):
                 continue  # "\ No newline at end of file"
             if line.startswith("-"):
-                minus.append(line[1:])
+                old.append(line[1:])
                 old_n -= 1
             elif line.startswith("+"):
-                plus.append(line[1:])
+                new.append(line[1:])
                 new_n -= 1
             else:
+                old.append(line[1:])
+                new.append(line[1:])
                 old_n -= 1
                 new_n -= 1
-        if minus != plus:
+        if old != new:
             return True
     return False
 

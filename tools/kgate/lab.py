@@ -6,12 +6,15 @@ lavacli's own configuration (~/.config/lavacli.yaml, an identity made
 with 'lavacli identities add') holds the server and the token; kgate
 only ever passes the identity's name.
 """
+import contextlib
 import datetime
 import functools
 import http.server
 import json
 import os
+import re
 import shutil
+import socket
 import subprocess
 import threading
 import urllib.parse
@@ -20,17 +23,24 @@ import yaml
 
 from . import kernel, lavalog, render, results
 from . import run as runner
-from .common import (BUILD, TOP, InfraError, KgateError, atomic_copy, atomic_write, check_variant,
-                     log, need_tools, target)
+from .common import (BUILD, TOP, InfraError, KgateError, StrictYamlLoader, atomic_copy,
+                     atomic_write, check_variant, loads_json, log, need_tools, target)
 
 SERVE = os.path.join(BUILD, "serve")
 LAB_JOBS = os.path.join(render.JOBS, "lab")
 SUBMITTED = "submitted.json"
 
 
+# What a URL may hold (RFC 3986's unreserved, reserved and %): no
+# quote, backslash, blank or control character can reach a job.
+_URL_CHARS = re.compile(r"[A-Za-z0-9._~:/?#\[\]@!$&'()*+,;=%-]+")
+
+
 def check_base_url(url):
     """The artifact base URL a lab's workers download from."""
-    p = urllib.parse.urlparse(url or "")
+    if not isinstance(url, str) or not _URL_CHARS.fullmatch(url):
+        raise KgateError(f"--base-url must be an http(s) URL a lab worker can reach, not {url!r}")
+    p = urllib.parse.urlparse(url)
     if p.scheme not in ("http", "https") or not p.netloc:
         raise KgateError(f"--base-url must be an http(s) URL a lab worker can reach, not {url!r}")
     return url.rstrip("/") + "/"
@@ -110,8 +120,32 @@ class ServeHandler(http.server.SimpleHTTPRequestHandler):
     TIMEOUT = 30
     timeout = TIMEOUT
 
+    def handle_one_request(self):
+        # The request line and headers must come within TIMEOUT in all:
+        # a client that sends a byte now and then holds no slot longer.
+        self._timer = threading.Timer(self.TIMEOUT, self._give_up)
+        self._timer.daemon = True
+        self._timer.start()
+        try:
+            super().handle_one_request()
+        finally:
+            self._timer.cancel()
+
+    def _give_up(self):
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
+
+    def parse_request(self):
+        ok = super().parse_request()
+        self._timer.cancel()  # the answer itself may take its time
+        return ok
+
     def send_head(self):
-        real = os.path.realpath(self.translate_path(self.path))
+        try:
+            real = os.path.realpath(self.translate_path(self.path))
+        except ValueError:  # a NUL byte
+            self.send_error(400, "Bad path")
+            return None
         root = os.path.realpath(self.directory)
         if not real.startswith(root + os.sep) or not os.path.isfile(real):
             # a folder (no listing), or outside the served one
@@ -211,7 +245,7 @@ def lavacli(identity, *args, timeout=120):
 def lab_json(text, what):
     """A JSON object lavacli printed, or LabError quoting what came."""
     try:
-        data = json.loads(text)
+        data = loads_json(text)
     except ValueError:
         data = None
     if not isinstance(data, dict):
@@ -261,6 +295,9 @@ def submit(identity, tgt_names, variants, base_url, jobs=None, repeat=1,
     run_dir = runner.new_run_dir()
     record = {"identity": identity, "server_version": version, "base_url": base_url,
               "submitted": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+              # what was meant, so that a job whose submission failed is
+              # missing from the results, not forgotten
+              "planned": results.planned_jobs((it["target"], it["variant"]) for it in items),
               "jobs": []}
     try:
         for it in items:
@@ -291,9 +328,9 @@ def newest_submitted(runs_dir):
 def parse_results(text):
     """lavacli results ID --yaml -> (cases, errors) in lavalog's shape."""
     try:
-        rows = yaml.safe_load(text)
-    except yaml.YAMLError:
-        raise LabError(f"lavacli results: not YAML: {quoted(text)}") from None
+        rows = yaml.load(text, Loader=StrictYamlLoader)  # noqa: S506 - a SafeLoader
+    except (yaml.YAMLError, RecursionError):
+        raise LabError(f"lavacli results: not YAML kgate can read: {quoted(text)}") from None
     rows = [] if rows is None else rows
     if not isinstance(rows, list):
         raise LabError(f"lavacli results: not a list of results: {quoted(text)}")
@@ -338,7 +375,7 @@ def _seconds(show):
 def device_worker(identity, device, workers):
     """The worker a device belongs to (lavacli devices show), looked up
     once per device (workers: a dict kept across jobs); None if unknown."""
-    if not device:
+    if not isinstance(device, str) or not device or device.startswith("-"):
         return None
     if device not in workers:
         try:
@@ -377,6 +414,7 @@ def collect_job(identity, it, run_dir, timeout, workers=None):
     show = lab_json(lavacli(identity, "jobs", "show", job_id, "--json"),
                     f"lavacli jobs show {job_id}")
     state, health = show.get("state"), show.get("health")
+    device = show.get("device") if isinstance(show.get("device"), str) else None
     cases, errors, tail = [], [], []
     if state == "Finished":
         cases, errors = parse_results(lavacli(identity, "results", job_id, "--yaml"))
@@ -409,8 +447,8 @@ def collect_job(identity, it, run_dir, timeout, workers=None):
         "log": os.path.join(folder, "lava.log"),
         "lava_job": int(job_id), "lava_state": state, "lava_health": health,
         # Where and when it ran, to show jobs spread over workers.
-        "lava_device": show.get("device"),
-        "lava_worker": device_worker(identity, show.get("device"), {} if workers is None else workers),
+        "lava_device": device,
+        "lava_worker": device_worker(identity, device, {} if workers is None else workers),
         "lava_start": show.get("start_time"), "lava_end": show.get("end_time"),
     }
     if verdict == results.ERROR:
@@ -451,7 +489,7 @@ def read_record(path):
     other."""
     try:
         with open(path, encoding="utf-8") as f:
-            record = json.load(f)
+            record = loads_json(f.read())
     except (OSError, ValueError) as e:
         raise KgateError(f"{path}: not a submitted run: {e}") from None
     if not isinstance(record, dict) or not isinstance(record.get("identity"), str) or \
@@ -516,7 +554,13 @@ def collect(run_dir, identity=None, timeout=1800, retry_infra=1):
                     + (f" ({job['lava_worker']})" if job["lava_worker"] else ""))
                 tried.append(job)
                 if len(tried) < len(entries):
-                    continue
+                    if job["verdict"] == results.INFRA:
+                        continue
+                    # only infrastructure is retried: an attempt that was
+                    # judged decides, whatever the record lists after it
+                    log(f"[collect] {what}: {job['verdict']}, yet the record lists "
+                        f"{len(entries) - len(tried)} more attempt(s): not collected")
+                    break
                 if job["verdict"] != results.INFRA or len(tried) > retry_infra:
                     break
                 again = resubmit(identity, run_dir, it, job, len(tried))
@@ -530,7 +574,7 @@ def collect(run_dir, identity=None, timeout=1800, retry_infra=1):
         done.append(results.combine_runs(tries))
     finished = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     doc = results.write_json(os.path.join(run_dir, "results.json"), os.path.basename(run_dir),
-                             record["submitted"], finished, done)
+                             record["submitted"], finished, done, planned=record.get("planned"))
     runner.write_reports(run_dir, doc)
     runner.point_latest(run_dir)
     return doc

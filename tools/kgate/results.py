@@ -202,6 +202,15 @@ def job_verdict(variant, health, all_cases, bench=False, errors=()):
     """
     all_cases = [_normal(c) for c in all_cases]
     verdict, reason = _job_verdict(variant, health, all_cases, bench, errors)
+    if under_test(variant) and verdict != REGRESSION:
+        # Any case that failed on the kernel under test decides, in
+        # whichever test definition it was reported (the programs' own
+        # run cases say they crashed: an error, judged above).
+        failed = [c for c, r in by_result(all_cases).items()
+                  if r == "fail" and c not in (RUN_CASE, BENCH_RUN_CASE, UNIT_RUN_CASE)]
+        if failed:
+            return REGRESSION, f"failed: {', '.join(failed)}" + \
+                ("" if verdict == PASS else f"; {reason}")
     odd = {c: r for c, r in by_result(all_cases).items() if r not in RESULTS}
     if odd:
         why = "unknown results: " + ", ".join(f"{c}={r!r}" for c, r in odd.items())
@@ -392,8 +401,41 @@ def _check_job(j, where):
             raise KgateError(f"{where}: job {j.get('target')}/{j.get('variant')}: "
                              f"'{key}' missing or not a {kind.__name__}")
     if j["variant"] not in ALL_VARIANTS:
-        raise KgateError(f"{where}: job {j['target']}/{j['variant']}: unknown variant "
+        raise KgateError(f"{where}: job {j['target']!r}/{j['variant']!r}: unknown variant "
                          f"(known: {', '.join(ALL_VARIANTS)})")
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", j["target"]):
+        raise KgateError(f"{where}: not a target name: {j['target']!r:.60}")
+    what = f"{where}: job {j['target']}/{j['variant']}"
+    for c in j["cases"]:
+        if not isinstance(c, dict) or not isinstance(c.get("case"), str):
+            raise KgateError(f"{what}: a case is not an object with a name: {c!r:.60}")
+        if not isinstance(c.get("definition", ""), str):
+            raise KgateError(f"{what}: case {c['case']!r:.60}: 'definition' not a string")
+        m = c.get("measurement")
+        if m is not None and (isinstance(m, bool) or not isinstance(m, (int, float))):
+            raise KgateError(f"{what}: case {c['case']!r:.60}: 'measurement' not a number")
+        if not isinstance(c.get("units") or "", str):
+            raise KgateError(f"{what}: case {c['case']!r:.60}: 'units' not a string")
+        if "splat" in c and not _lines(c["splat"]):
+            raise KgateError(f"{what}: case {c['case']!r:.60}: 'splat' not a list of lines")
+    for key, kind in (("attempts", list), ("flaky_cases", dict), ("tail", list),
+                      ("errors", list), ("reason", str), ("log", str)):
+        if key in j and not isinstance(j[key], kind):
+            raise KgateError(f"{what}: '{key}' not a {kind.__name__}")
+    if "tail" in j and not _lines(j["tail"]):
+        raise KgateError(f"{what}: 'tail' not a list of lines")
+    for a in j.get("attempts", []):
+        if not isinstance(a, dict) or not isinstance(a.get("verdict"), str) or \
+                not isinstance(a.get("log", ""), str) or \
+                not isinstance(a.get("run", 1), int):
+            raise KgateError(f"{what}: an attempt is not a record of one: {a!r:.60}")
+    for case, got in j.get("flaky_cases", {}).items():
+        if not _lines(got):
+            raise KgateError(f"{what}: flaky case {case!r:.60}: not a list of results")
+
+
+def _lines(value):
+    return isinstance(value, list) and all(isinstance(x, str) for x in value)
 
 
 def judge_job(job):
@@ -408,6 +450,17 @@ def judge_job(job):
     errors = [str(e) for e in job.get("errors") or [] if e is not None] \
         if isinstance(job.get("errors"), list) else []
     verdict, reason = job_verdict(job["variant"], health, job["cases"], errors=errors)
+    # Only an infrastructure attempt may be followed by another of the
+    # same run: one that was judged and then "retried" still counts.
+    runs = {}
+    for a in job.get("attempts") or []:
+        runs.setdefault(a.get("run", 1), []).append(a)
+    for tried in runs.values():
+        for a in tried[:-1]:
+            v = a["verdict"] if a["verdict"] in VERDICTS else ERROR
+            if v != INFRA and _worse(verdict, v) == v and v != verdict:
+                verdict, reason = v, f"an attempt followed by a retry was {a['verdict']}: " \
+                    f"{a.get('reason', '')}"
     if stored not in VERDICTS:
         verdict, reason = _worse(verdict, INFRA), f"stored verdict {stored!r} unknown; {reason}"
     elif stored == FLAKY and verdict in _BAD and isinstance(job.get("runs"), int) \
@@ -437,11 +490,19 @@ def judge(doc, where="results"):
         if key in seen:
             twice.append("/".join(key))
         seen.add(key)
+    planned = doc.get("planned")
+    if planned is not None and (not isinstance(planned, list) or not all(
+            isinstance(p, dict) and isinstance(p.get("target"), str) and
+            isinstance(p.get("variant"), str) for p in planned)):
+        raise KgateError(f"{where}: 'planned' is not a list of target/variant records")
+    missing = [f"{p['target']}/{p['variant']}" for p in planned or []
+               if (p["target"], p["variant"]) not in seen]
     verdict, code, summary = run_verdict(jobs)
-    if twice:
-        verdict = _worse(verdict, INFRA)
-        code = EXIT_CODES[verdict]
-        summary = f"{summary}; listed twice: {', '.join(twice)}"
+    for what, names in (("listed twice", twice), ("planned but missing", missing)):
+        if names:
+            verdict = _worse(verdict, INFRA)
+            code = EXIT_CODES[verdict]
+            summary = f"{summary}; {what}: {', '.join(names)}"
     return dict(doc, jobs=jobs, verdict=verdict, exit_code=code, summary=summary)
 
 
@@ -458,12 +519,19 @@ def flat_results(jobs):
     return rows
 
 
-def write_json(path, run_id, started, finished, jobs, candidate=None, seconds=None, trees=None):
+def planned_jobs(pairs):
+    """What a run meant to run, for results.json 'planned': a job of it
+    that never came is infrastructure (judge)."""
+    return [{"target": t, "variant": v} for t, v in pairs]
+
+
+def write_json(path, run_id, started, finished, jobs, candidate=None, seconds=None, trees=None,
+               planned=None):
     """candidate: what the candidate kernel was ({'patches': DIR} or
     {'source': DIR}), when the run had one; seconds: the run's wall
     time, builds included; trees: what each variant's kernel was built
     from (run.record_trees)."""
-    doc = judge({"jobs": jobs})
+    doc = judge({"jobs": jobs, "planned": planned} if planned is not None else {"jobs": jobs})
     jobs, verdict, code, summary = doc["jobs"], doc["verdict"], doc["exit_code"], doc["summary"]
     doc = {
         "schema": SCHEMA_VERSION,
@@ -477,6 +545,8 @@ def write_json(path, run_id, started, finished, jobs, candidate=None, seconds=No
         "jobs": jobs,
         "results": flat_results(jobs),
     }
+    if planned is not None:
+        doc["planned"] = planned
     if candidate:
         doc["candidate"] = candidate
     if trees:

@@ -400,7 +400,9 @@ def run(target_names, variants=VARIANTS, parallel=1, jobs=None, bench=True,
                                  started, finished, done,
                                  candidate=cand.describe()
                                  if CANDIDATE in map(base_variant, variants) else None,
-                                 seconds=round(time.monotonic() - t_start, 1), trees=trees)
+                                 seconds=round(time.monotonic() - t_start, 1), trees=trees,
+                                 planned=results.planned_jobs(
+                                     (tgt["name"], v) for tgt, vs in plan for v in vs))
         write_reports(run_dir, doc)
         if latest:
             point_latest(run_dir)
