@@ -86,7 +86,9 @@ def test_submit_sends_a_variant_named_twice_once(fake_lab, capsys):
     assert code == CODES[results.REGRESSION] and len(fake.submitted) == 1
 
 
-def test_collect_refuses_a_record_that_lists_a_job_twice(fake_lab, capsys):
+def _submitted_with_a_second_attempt(fake_lab, **second):
+    """A submitted fixed job that fails a case, and in its record a second
+    entry (a job that passed) with the fields given; return the run."""
     _, fake = fake_lab([("Complete", cases(ipv4_data_fin="fail")), ("Complete", cases())])
     assert cli.main(["submit", "--base-url", "http://lab/", "-i", "me", "x86_64", "--variant",
                      "fixed", "--no-wait"]) == 0
@@ -94,13 +96,17 @@ def test_collect_refuses_a_record_that_lists_a_job_twice(fake_lab, capsys):
     path = os.path.join(run_dir, lab.SUBMITTED)
     with open(path, encoding="utf-8") as f:
         record = json.load(f)
-    # a second job under the same name, that passed: once collected as
-    # a retry of the first, PASS
-    twin = dict(record["jobs"][0], id=record["jobs"][0]["id"] + 1)
-    fake.jobs[str(twin["id"])] = fake.outcomes.pop(0)
-    record["jobs"].append(twin)
+    entry = dict(record["jobs"][0], id=record["jobs"][0]["id"] + 1, **second)
+    fake.jobs[str(entry["id"])] = fake.outcomes.pop(0)
+    record["jobs"].append(entry)
     with open(path, "w", encoding="utf-8") as f:
         json.dump(record, f)
+    return run_dir
+
+
+def test_collect_refuses_a_record_that_lists_a_job_twice(fake_lab, capsys):
+    # the same name twice: once collected as a retry of the first, PASS
+    run_dir = _submitted_with_a_second_attempt(fake_lab)
     code = cli.main(["collect"])
     assert code == results.EXIT_USAGE
     assert "twice" in capsys.readouterr().err
@@ -584,18 +590,7 @@ def test_allowed_user_strings_render_as_given():
 # --- a second review's findings ---------------------------------------------
 
 def test_a_listed_retry_never_replaces_an_attempt_that_failed_a_case(fake_lab, capsys):
-    _, fake = fake_lab([("Complete", cases(ipv4_data_fin="fail")), ("Complete", cases())])
-    assert cli.main(["submit", "--base-url", "http://lab/", "-i", "me", "x86_64", "--variant",
-                     "fixed", "--no-wait"]) == 0
-    run_dir = lab.newest_submitted(runner.RUNS)
-    path = os.path.join(run_dir, lab.SUBMITTED)
-    with open(path, encoding="utf-8") as f:
-        record = json.load(f)
-    retry = dict(record["jobs"][0], id=record["jobs"][0]["id"] + 1, retry=1)
-    fake.jobs[str(retry["id"])] = fake.outcomes.pop(0)
-    record["jobs"].append(retry)
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(record, f)
+    _submitted_with_a_second_attempt(fake_lab, retry=1)
     assert cli.main(["collect"]) == CODES[results.REGRESSION]
 
 
