@@ -38,7 +38,7 @@ WORKERS ?= 1
 BIND ?= 127.0.0.1
 PORT ?= 8011
 
-.PHONY: help deps list source kernel rootfs jobs golden run matrix compare baseline soak mutants bisect serve submit collect lab-up lab-down check checkpatch clean distclean
+.PHONY: help deps list source kernel rootfs jobs golden run matrix compare baseline soak mutants bisect serve submit collect lab-up lab-down check test checkpatch clean distclean
 
 help:
 	@echo "make deps        install every Debian package used (root; idempotent)"
@@ -70,6 +70,7 @@ help:
 	@echo "make golden      render every job and device again into tests/golden (a change"
 	@echo "                 meant: review and commit the diff; make check compares them)"
 	@echo "make check       the project's tests (unit, native, checkpatch, end to end, LAVA lab)"
+	@echo "make test        the tooling's unit and property tests alone (about a minute)"
 	@echo "make checkpatch  scripts/checkpatch.pl on the kernel patches and the C tests"
 	@echo "make selftest-patch  write the backlog test as a patch for the kernel's selftests/net"
 	@echo "                 (build/selftest/0001-selftests-net-add-tcp-backlog-coalescing-test.patch)"
@@ -144,6 +145,11 @@ lab-down:
 
 check:
 	sh tests/check.sh
+
+# The tooling's unit and property tests alone (fewer examples, no native
+# build of the guest programs, no kernel source, no QEMU): about a minute.
+test:
+	KGATE_HYPOTHESIS=quick KGATE_SKIP_NATIVE=1 $(PY) -m pytest -q tests/
 
 checkpatch:
 	sh tests/checkpatch.sh

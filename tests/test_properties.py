@@ -22,10 +22,19 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 # make check draws the same examples every time (a gate's own tests do
-# not flake); KGATE_HYPOTHESIS=explore draws new ones, for longer hunts.
+# not flake); KGATE_HYPOTHESIS=explore draws new ones, for longer hunts;
+# quick (make test) the same as make check, a tenth as many.
+PROFILE = os.environ.get("KGATE_HYPOTHESIS", "kgate")
 settings.register_profile("kgate", derandomize=True, database=None)
+settings.register_profile("quick", derandomize=True, database=None)
 settings.register_profile("explore", database=None)
-settings.load_profile(os.environ.get("KGATE_HYPOTHESIS", "kgate"))
+settings.load_profile(PROFILE)
+
+
+def examples(n):
+    """How many examples a property draws in this profile."""
+    return max(10, n // 10) if PROFILE == "quick" else n
+
 
 from test_tooling import cases  # noqa: E402
 from kgate import (bench, bisect, cli, common, compare, golden, kernel, lab, lavalog,  # noqa: E402
@@ -77,7 +86,7 @@ def _sev(verdict):
     return results.SEVERITY.index(results.PASS if verdict == results.CAUGHT else verdict)
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=examples(1500), deadline=None)
 @given(jobs(UNDER_TEST), any_case)
 def test_a_failed_case_never_makes_a_kernel_under_test_better(job, name):
     variant, health, cs, bench_, errors = job
@@ -86,7 +95,7 @@ def test_a_failed_case_never_makes_a_kernel_under_test_better(job, name):
     assert _sev(after) >= _sev(before), (before, after)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(jobs(), any_case, st.sampled_from(
     ["unknown", "FAIL", "PASS", "", None, 0, "pass "]))
 def test_an_unknown_status_never_passes(job, name, status):
@@ -95,7 +104,7 @@ def test_an_unknown_status_never_passes(job, name, status):
     assert verdict not in (results.PASS, results.CAUGHT)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.sampled_from(common.ALL_VARIANTS), st.sampled_from(["complete", "incomplete"]),
        st.booleans(), st.sampled_from([[], TIMEOUT]))
 def test_a_job_without_cases_never_passes(variant, health, bench_, errors):
@@ -106,7 +115,8 @@ def test_a_job_without_cases_never_passes(variant, health, bench_, errors):
     assert doc["exit_code"] != 0
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(st.sampled_from(["x86_64", "mips", "arm64"]), jobs(),
                           st.sampled_from(results.VERDICTS + ["splendid", None]),
                           st.booleans()), max_size=4),
@@ -192,7 +202,7 @@ def _vocabulary(root):
     return words
 
 
-@settings(max_examples=600, deadline=None,
+@settings(max_examples=examples(600), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=st.data())
 def test_no_argument_list_ends_in_a_traceback(data, sandbox, monkeypatch, capsys):
