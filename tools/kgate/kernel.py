@@ -127,7 +127,8 @@ class Candidate:
         if empty:
             raise KgateError(f"--patches {d}: the candidate changes nothing: "
                              f"{', '.join(empty)} {'has' if len(empty) == 1 else 'have'} no "
-                             "hunk that changes a line (an empty file, or a message without a diff?)")
+                             "hunk that changes a line (an empty file, or a message without a "
+                             "diff?)")
         return paths
 
 
@@ -135,6 +136,9 @@ NO_CANDIDATE = Candidate()
 
 
 _HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
+# A line of a file's git header that changes it without a hunk.
+_GIT_CHANGE = re.compile(r"(?:new file mode|deleted file mode|rename from|copy from|old mode"
+                         r"|GIT binary patch|Binary files )")
 
 
 def patch_changes(path):
@@ -156,8 +160,7 @@ def patch_changes(path):
         if line.startswith("diff --git "):
             in_header = True
             continue
-        if in_header and re.match(r"(?:new file mode|deleted file mode|rename from|copy from"
-                                  r"|old mode|GIT binary patch|Binary files )", line):
+        if in_header and _GIT_CHANGE.match(line):
             return True
         m = _HUNK.match(line)
         if not m:

@@ -153,10 +153,6 @@ class ServeHandler(http.server.SimpleHTTPRequestHandler):
             return None
         return super().send_head()
 
-    def list_directory(self, path):
-        self.send_error(404, "File not found")
-        return None
-
     def log_message(self, fmt, *args):
         log(f"[serve] {self.address_string()} {fmt % args}")
 
@@ -493,7 +489,8 @@ def read_record(path):
     except (OSError, ValueError) as e:
         raise KgateError(f"{path}: not a submitted run: {e}") from None
     if not isinstance(record, dict) or not isinstance(record.get("identity"), str) or \
-            not isinstance(record.get("jobs"), list) or not isinstance(record.get("submitted"), str):
+            not isinstance(record.get("jobs"), list) or \
+            not isinstance(record.get("submitted"), str):
         raise KgateError(f"{path}: not a submitted run (identity, submitted, jobs)")
     attempts = {}
     for it in record["jobs"]:

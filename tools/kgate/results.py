@@ -4,7 +4,8 @@ import os
 import re
 import statistics
 
-from .common import ALL_VARIANTS, DEBUG_VARIANTS, KNOWN_BAD, KgateError, atomic_write, format_table
+from .common import (ALL_VARIANTS, DEBUG_VARIANTS, KNOWN_BAD, KgateError, atomic_write,
+                     format_table)
 from .lavalog import KERNEL_LOG_CASE
 
 # What the guest reports for each job: tests/backlog_coalesce --list,
@@ -202,16 +203,17 @@ def job_verdict(variant, health, all_cases, bench=False, errors=()):
     """
     all_cases = [_normal(c) for c in all_cases]
     verdict, reason = _job_verdict(variant, health, all_cases, bench, errors)
+    by_name = by_result(all_cases)
     if under_test(variant) and verdict != REGRESSION:
         # Any case that failed on the kernel under test decides, in
         # whichever test definition it was reported (the programs' own
         # run cases say they crashed: an error, judged above).
-        failed = [c for c, r in by_result(all_cases).items()
+        failed = [c for c, r in by_name.items()
                   if r == "fail" and c not in (RUN_CASE, BENCH_RUN_CASE, UNIT_RUN_CASE)]
         if failed:
             return REGRESSION, f"failed: {', '.join(failed)}" + \
                 ("" if verdict == PASS else f"; {reason}")
-    odd = {c: r for c, r in by_result(all_cases).items() if r not in RESULTS}
+    odd = {c: r for c, r in by_name.items() if r not in RESULTS}
     if odd:
         why = "unknown results: " + ", ".join(f"{c}={r!r}" for c, r in odd.items())
         worse = _worse(verdict, ERROR if under_test(variant) else INFRA)
