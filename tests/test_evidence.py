@@ -16,18 +16,24 @@ pytestmark = pytest.mark.skipif(not BIN or os.geteuid() != 0,
 LINE = re.compile(r"^(not ok|ok) \d+ (\S+)(?: # SKIP (.*))?$")
 
 
+def tap_results(stdout):
+    """{case: (pass|fail|skip, the skip's reason)} from the harness's
+    TAP lines (test_guest_input.py reads them too)."""
+    results = {}
+    for line in stdout.splitlines():
+        m = LINE.match(line)
+        if m:
+            results[m.group(2)] = ("fail" if m.group(1) == "not ok" else
+                                   "skip" if m.group(3) is not None else "pass", m.group(3) or "")
+    return results
+
+
 def run(case, fault):
     env = dict(os.environ, KGATE_FAULT=fault) if fault else dict(os.environ)
     env.pop("KGATE_FAULT", None) if not fault else None
     p = subprocess.run([BIN, "--case", case], env=env, capture_output=True, text=True,
                        timeout=120)
-    results = {}
-    for line in p.stdout.splitlines():
-        m = LINE.match(line)
-        if m:
-            results[m.group(2)] = ("fail" if m.group(1) == "not ok" else
-                                   "skip" if m.group(3) is not None else "pass", m.group(3) or "")
-    return p.returncode, results, p.stdout
+    return p.returncode, tap_results(p.stdout), p.stdout
 
 
 def test_baseline_passes():

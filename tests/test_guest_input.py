@@ -18,7 +18,6 @@ KGATE_NATIVE_FAULTS when set (make check sets them), else built here by
 'kgate.py native' (skipped without gcc or the kernel source, whose
 kselftest harness they include)."""
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -26,12 +25,13 @@ import time
 
 import pytest
 
+from test_evidence import tap_results
+
 TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 ENV = {"test": "KGATE_NATIVE_TEST", "bench": "KGATE_NATIVE_BENCH",
        "faults": "KGATE_NATIVE_FAULTS"}
 NATIVE = {"test": "backlog_coalesce", "bench": "backlog_bench",
           "faults": "backlog_coalesce_faults"}
-LINE = re.compile(r"^(not ok|ok) \d+ (\S+)(?: # SKIP (.*))?$")
 
 
 @pytest.fixture(scope="module")
@@ -169,15 +169,9 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (a network
 def run_case(progs, case, fault):
     start = time.monotonic()
     r = run(progs["faults"], ["--case", case], env=dict(os.environ, KGATE_FAULT=fault), timeout=120)
-    results = {}
-    for line in r.stdout.splitlines():
-        m = LINE.match(line)
-        if m:
-            results[m.group(2)] = ("fail" if m.group(1) == "not ok" else
-                                   "skip" if m.group(3) is not None else "pass", m.group(3) or "")
     out = r.stdout + r.stderr
     assert "terminated by timeout" not in out, out
-    return r.returncode, results, out, time.monotonic() - start
+    return r.returncode, tap_results(r.stdout), out, time.monotonic() - start
 
 
 @needs_root
