@@ -13,13 +13,26 @@ from kgate import render  # noqa: E402
 
 
 @pytest.fixture
-def scripted_jobs(tmp_path, monkeypatch):
+def use_workspace(monkeypatch):
+    """use_workspace(build, jobs=None, ...): kgate's paths under build
+    (jobs: build/jobs) for this test, as cli.main would install them."""
+    from kgate import workspace
+
+    def use(build, jobs=None, **kw):
+        ws = workspace.Workspace(build=str(build), jobs=str(jobs or os.path.join(str(build), "jobs")),
+                                 **kw)
+        monkeypatch.setattr(workspace, "_current", ws)
+        return ws
+    return use
+
+
+@pytest.fixture
+def scripted_jobs(tmp_path, monkeypatch, use_workspace):
     """runner.run with lava-run replaced: each job's attempts come from a
     list of (health, cases) the test gives per target, or per
     <target>-<variant> (jobs may run two at a time)."""
     from kgate import run as runner
-    monkeypatch.setattr(runner, "BUILD", str(tmp_path))
-    monkeypatch.setattr(runner, "RUNS", str(tmp_path / "runs"))
+    use_workspace(tmp_path)
     monkeypatch.setattr(runner, "check_runnable", lambda: None)
     art = {"kernel": {"sha256": "k"}, "rootfs": {"sha256": "r"}}
     monkeypatch.setattr(runner, "artifacts", lambda t, vs, jobs=None, cand=None: {v: art for v in vs})
@@ -76,10 +89,9 @@ class FakeLab:
 
 
 @pytest.fixture
-def fake_lab(tmp_path, monkeypatch):
+def fake_lab(tmp_path, monkeypatch, use_workspace):
     from kgate import lab
-    from kgate import run as runner
-    monkeypatch.setattr(runner, "RUNS", str(tmp_path / "runs"))
+    use_workspace(tmp_path)
     monkeypatch.setattr(lab, "need_tools", lambda *a: None)
     # these jobs run the test only (the benchmark's verdict has its own tests)
     monkeypatch.setattr(render, "has_bench", lambda variant, bench=True: False)

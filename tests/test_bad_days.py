@@ -11,7 +11,7 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tools"))
-from kgate import cli, common, render, results  # noqa: E402
+from kgate import cli, common, render, results, workspace  # noqa: E402
 from kgate import run as runner  # noqa: E402
 
 pytestmark = pytest.mark.skipif(os.environ.get("KGATE_E2E") != "1" or os.geteuid() != 0,
@@ -88,8 +88,8 @@ def test_a_second_run_waits_for_nobody(capsys):
 
 
 def test_an_interrupted_run_leaves_nothing_that_looks_complete():
-    before = os.path.realpath(os.path.join(runner.RUNS, "latest"))
-    existing = set(os.listdir(runner.RUNS))
+    before = os.path.realpath(os.path.join(workspace.current().runs, "latest"))
+    existing = set(os.listdir(workspace.current().runs))
     # A shell's background job inherits SIGINT ignored; a terminal's
     # Ctrl-C reaches a process that has it at its default.
     p = subprocess.Popen([PY, KGATE, "run", "--variant", "fixed", "x86_64"],
@@ -105,12 +105,12 @@ def test_an_interrupted_run_leaves_nothing_that_looks_complete():
     os.killpg(p.pid, signal.SIGINT)    # what Ctrl-C sends to the terminal's group
     rest, _ = p.communicate(timeout=120)
     assert p.returncode == 130, "".join(lines) + rest
-    new = set(os.listdir(runner.RUNS)) - existing
+    new = set(os.listdir(workspace.current().runs)) - existing
     assert len(new) == 1, new
-    run_dir = os.path.join(runner.RUNS, new.pop())
+    run_dir = os.path.join(workspace.current().runs, new.pop())
     assert not os.path.exists(os.path.join(run_dir, "results.json"))
     assert not os.path.exists(os.path.join(run_dir, "report.html"))
-    assert os.path.realpath(os.path.join(runner.RUNS, "latest")) == before
+    assert os.path.realpath(os.path.join(workspace.current().runs, "latest")) == before
     assert not leftovers(p.pid)
 
 
@@ -118,7 +118,7 @@ def test_an_interrupted_run_leaves_nothing_that_looks_complete():
 def test_a_terminated_run_stops_its_guests_and_writes_nothing():
     """SIGTERM to kgate alone (a CI runner's timeout): its lava-run and
     QEMU stop too, and no results are written."""
-    existing = set(os.listdir(runner.RUNS))
+    existing = set(os.listdir(workspace.current().runs))
     p = subprocess.Popen([PY, KGATE, "run", "--variant", "fixed", "x86_64"],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     for line in p.stdout:
@@ -128,6 +128,6 @@ def test_a_terminated_run_stops_its_guests_and_writes_nothing():
     p.terminate()
     p.communicate(timeout=120)
     assert p.returncode == 130
-    run_dir = os.path.join(runner.RUNS, (set(os.listdir(runner.RUNS)) - existing).pop())
+    run_dir = os.path.join(workspace.current().runs, (set(os.listdir(workspace.current().runs)) - existing).pop())
     assert not os.path.exists(os.path.join(run_dir, "results.json"))
     assert not leftovers(p.pid)

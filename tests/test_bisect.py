@@ -76,7 +76,7 @@ class Scripted(bisect.Runner):
 
 
 @pytest.fixture
-def series(tmp_path, monkeypatch):
+def series(tmp_path, monkeypatch, use_workspace):
     folder = tmp_path / "series"
     folder.mkdir()
     names = []
@@ -84,7 +84,7 @@ def series(tmp_path, monkeypatch):
                                  "tcp: merge RST segments in the backlog", "tcp: add a counter"], 1):
         names.append(_patch(folder, f"{i:04d}-p{i}.patch", subject).name)
     (folder / "series").write_text("".join(f"{n}\n" for n in names))
-    monkeypatch.setattr(bisect, "OUT", str(tmp_path / "out"))
+    use_workspace(tmp_path / "build")
     return folder
 
 
@@ -166,9 +166,9 @@ def _git(cwd, *args):
 
 
 @pytest.fixture
-def repo(tmp_path, monkeypatch):
+def repo(tmp_path, monkeypatch, use_workspace):
     """A git tree whose commits say what they are: c0 good ... c8."""
-    monkeypatch.setattr(bisect, "OUT", str(tmp_path / "out"))
+    use_workspace(tmp_path / "build")
     tree = tmp_path / "tree"
     tree.mkdir()
     _git(tree, "init", "-q")
@@ -214,7 +214,7 @@ def test_git_bisect_names_the_first_bad_commit_and_verifies_it(repo):
     assert _git(tree, "rev-parse", "HEAD") == head
     assert _git(tree, "status", "--porcelain") == ""
     assert _git(tree, "for-each-ref", "refs/bisect") == ""
-    assert not os.path.exists(os.path.join(bisect.OUT, "clone"))
+    assert not os.path.exists(os.path.join(bisect.out_root(), "clone"))
 
 
 @pytest.mark.parametrize("states,why", [

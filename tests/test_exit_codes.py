@@ -8,7 +8,7 @@ import re
 import pytest
 
 from test_tooling import cases
-from kgate import cli, common, kernel, render, results
+from kgate import cli, common, kernel, render, results, workspace
 from kgate import run as runner
 
 README = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "README.md")
@@ -127,8 +127,8 @@ def test_each_row_of_the_exit_code_table(gate, monkeypatch, capsys, code, what, 
         assert says in err
     if code == results.EXIT_INTERRUPTED:
         # no half run looks whole
-        assert not any(os.path.exists(os.path.join(runner.RUNS, d, "results.json"))
-                       for d in os.listdir(runner.RUNS))
+        assert not any(os.path.exists(os.path.join(workspace.current().runs, d, "results.json"))
+                       for d in os.listdir(workspace.current().runs))
 
 
 def test_the_lab_path_exits_as_the_local_one(fake_lab, monkeypatch, capsys):

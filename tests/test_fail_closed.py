@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from test_tooling import ALL_BAD, cases
-from kgate import cli, common, kernel, lab, render, results
+from kgate import cli, common, kernel, lab, render, results, workspace
 from kgate import run as runner
 
 TOP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
@@ -47,9 +47,9 @@ def _job(variant, cs, verdict=None, health="complete"):
 
 
 @pytest.fixture(autouse=True)
-def _crash_folder(tmp_path, monkeypatch):
+def _crash_folder(tmp_path, use_workspace):
     """An internal error's traceback goes under the test's own folder."""
-    monkeypatch.setattr(runner, "BUILD", str(tmp_path / "build"))
+    use_workspace(tmp_path / "build")
 
 
 def _results_file(tmp_path, jobs, **extra):
@@ -92,7 +92,7 @@ def _submitted_with_a_second_attempt(fake_lab, **second):
     _, fake = fake_lab([("Complete", cases(ipv4_data_fin="fail")), ("Complete", cases())])
     assert cli.main(["submit", "--base-url", "http://lab/", "-i", "me", "x86_64", "--variant",
                      "fixed", "--no-wait"]) == 0
-    run_dir = lab.newest_submitted(runner.RUNS)
+    run_dir = lab.newest_submitted(workspace.current().runs)
     path = os.path.join(run_dir, lab.SUBMITTED)
     with open(path, encoding="utf-8") as f:
         record = json.load(f)
@@ -278,11 +278,12 @@ def test_a_bad_series_is_a_usage_error(tmp_path, capsys, series, why):
 
 
 def test_a_users_patch_in_a_subfolder_that_does_not_apply_is_the_candidates(tmp_path,
-                                                                            monkeypatch):
+                                                                            monkeypatch,
+                                                                            use_workspace):
     pristine = tmp_path / "pristine"
     (pristine / "net").mkdir(parents=True)
     (pristine / "net" / "a.c").write_text("a\n")
-    monkeypatch.setattr(kernel, "BUILD", str(tmp_path / "build"))
+    use_workspace(tmp_path / "build")
     monkeypatch.setattr(kernel, "pristine", lambda: str(pristine))
     monkeypatch.setattr(kernel, "source_id", lambda: "fake-1")
     monkeypatch.setattr(kernel, "series", lambda kind: [])
@@ -298,8 +299,8 @@ def test_a_users_patch_in_a_subfolder_that_does_not_apply_is_the_candidates(tmp_
 # --- a crash of kgate's own is never a verdict ------------------------------
 
 def test_a_bug_of_kgate_is_an_internal_error_with_its_traceback_saved(monkeypatch, tmp_path,
-                                                                      capsys):
-    monkeypatch.setattr(runner, "BUILD", str(tmp_path))
+                                                                      capsys, use_workspace):
+    use_workspace(tmp_path)
     monkeypatch.setattr(cli, "cmd_list", lambda args: {}["boom"])
     assert cli.main(["list"]) == results.EXIT_INTERNAL
     err = capsys.readouterr().err

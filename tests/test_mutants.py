@@ -12,7 +12,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 
-from kgate import common, kernel, mutants, render, results  # noqa: E402
+from kgate import common, kernel, mutants, render, results, workspace  # noqa: E402
 from kgate import run as runner  # noqa: E402
 
 TCP_IPV4 = "net/ipv4/tcp_ipv4.c"
@@ -54,8 +54,8 @@ def _patch(args, cwd):
 def fixed_tree(tmp_path_factory):
     """The files kernel/patches touches, from the pristine tree, with
     kernel/patches applied: the base every mutant goes on."""
-    if not os.path.isfile(kernel.SOURCE_TARBALL):
-        pytest.skip(f"{kernel.SOURCE_TARBALL} missing (make deps)")
+    if not os.path.isfile(workspace.current().tarball):
+        pytest.skip(f"{workspace.current().tarball} missing (make deps)")
     src = kernel.pristine()
     root = tmp_path_factory.mktemp("fixed")
     series = kernel.series("patches")
@@ -182,8 +182,8 @@ class FakeRuns:
 
 
 @pytest.fixture
-def fake(tmp_path, monkeypatch):
-    monkeypatch.setattr(mutants, "OUT", str(tmp_path / "mutants"))
+def fake(tmp_path, monkeypatch, use_workspace):
+    use_workspace(tmp_path / "build")
     monkeypatch.setattr(mutants, "preflight", lambda names: [common.target(n) for n in names])
 
     def install(per_mutant):

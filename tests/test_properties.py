@@ -37,8 +37,8 @@ def examples(n):
 
 
 from test_tooling import cases  # noqa: E402
-from kgate import (bench, bisect, cli, common, compare, golden, kernel, lab, lavalog,  # noqa: E402
-                   mutants, results, rootfs, selftest, soak)
+from kgate import (bench, bisect, cli, common, golden, kernel, lab, lavalog,  # noqa: E402
+                   mutants, results, rootfs, selftest, soak, workspace)
 from kgate import run as runner  # noqa: E402
 
 UNDER_TEST = [v for v in common.ALL_VARIANTS if results.under_test(v)]
@@ -208,9 +208,7 @@ def _vocabulary(root):
 def test_no_argument_list_ends_in_a_traceback(data, sandbox, monkeypatch, capsys):
     for mod, name in HEAVY:
         monkeypatch.setattr(mod, name, _stub(name))
-    monkeypatch.setattr(runner, "BUILD", str(sandbox / "build"))
-    monkeypatch.setattr(runner, "RUNS", str(sandbox / "build" / "runs"))
-    monkeypatch.setattr(compare, "BASELINE", str(sandbox / "build" / "baseline.json"))
+    monkeypatch.setattr(workspace, "_current", workspace.Workspace.under(sandbox))
     words = _vocabulary(sandbox)
     argv = data.draw(st.lists(st.one_of(st.sampled_from(words),
                                         st.text(string.printable, max_size=6)),

@@ -11,7 +11,7 @@ import yaml
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 
-from kgate import cli, common, figures, golden, kernel, lavalog, render, results  # noqa: E402
+from kgate import cli, common, figures, golden, kernel, lavalog, render, results, workspace  # noqa: E402
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 ART = {"kernel": {"url": "file:///k/image", "sha256": "a" * 64},
@@ -473,7 +473,7 @@ def test_series_and_cache_keys():
     fixed = kernel.variant_patches("fixed")
     bad = kernel.variant_patches("known-bad")
     assert fixed and bad[: len(fixed)] == fixed and len(bad) > len(fixed)
-    if os.path.exists(kernel.SOURCE_TARBALL):
+    if os.path.exists(workspace.current().tarball):
         assert kernel.tree_key("fixed") != kernel.tree_key("known-bad")
 
 
@@ -482,7 +482,7 @@ def _diff(rel, old, new):
 
 
 @pytest.fixture
-def fake_source(tmp_path, monkeypatch):
+def fake_source(tmp_path, monkeypatch, use_workspace):
     """A two-file pristine tree and a variant whose patches the test sets."""
     pristine = tmp_path / "pristine"
     (pristine / "net").mkdir(parents=True)
@@ -491,7 +491,7 @@ def fake_source(tmp_path, monkeypatch):
     for f in (pristine / "net").iterdir():
         os.utime(f, (1000, 1000))
     patches = {"list": []}
-    monkeypatch.setattr(kernel, "BUILD", str(tmp_path / "build"))
+    use_workspace(tmp_path / "build")
     monkeypatch.setattr(kernel, "pristine", lambda: str(pristine))
     monkeypatch.setattr(kernel, "source_id", lambda: "fake-1")
     monkeypatch.setattr(kernel, "variant_patches", lambda v, cand=None: patches["list"])
@@ -667,10 +667,10 @@ def _timed_job(t, v, cached, cases=(), build_s=0.0):
             "timing": {"build": {"cached": cached, "kernel": build_s}}}
 
 
-def test_bench_goals_pick_the_runs_that_measure_them(tmp_path, monkeypatch):
+def test_bench_goals_pick_the_runs_that_measure_them(tmp_path, monkeypatch, use_workspace):
     from kgate import bench
     monkeypatch.setattr(kernel, "out_dir", lambda name, v: str(tmp_path / name / v))
-    monkeypatch.setattr(bench, "COLD_RECORD", str(tmp_path / "cold.json"))
+    use_workspace(tmp_path / "build")
     fig = [{"case": "bulk", "measurement": 1.0, "units": "MB/s"}]
     warm = {"run": "w", "seconds": 170.0,
             "jobs": [_timed_job(t, v, True, fig) for t in ("a", "b") for v in ("fixed", "known-bad")]}
@@ -874,8 +874,8 @@ def test_compare_figures_beyond_the_spread_only():
     assert compare.figures_worse(lines)
 
 
-def test_compare_command_and_baseline(tmp_path, monkeypatch, capsys):
-    from kgate import cli, compare
+def test_compare_command_and_baseline(tmp_path, monkeypatch, capsys, use_workspace):
+    from kgate import cli
     base = tmp_path / "base"
     new = tmp_path / "new"
     for d, doc in ((base, _doc([_job("x86_64", "fixed", results.PASS, cases())])),
@@ -883,7 +883,7 @@ def test_compare_command_and_baseline(tmp_path, monkeypatch, capsys):
                                     cases(ipv4_data_fin="fail"))]))):
         d.mkdir()
         (d / "results.json").write_text(json.dumps(doc))
-    monkeypatch.setattr(compare, "BASELINE", str(tmp_path / "baseline" / "results.json"))
+    use_workspace(tmp_path)
     assert cli.main(["baseline", str(base)]) == 0
     assert cli.main(["compare", "--", str(tmp_path / "baseline" / "results.json"), str(new)]) == 1
     assert "NEW FAILURES: backlog.ipv4.data_fin" in capsys.readouterr().out
@@ -948,7 +948,7 @@ def test_debug_variants_follow_their_kernel_under_test(monkeypatch):
     x86 = common.target("x86_64")
     plain, debug = kernel.fragments(x86), kernel.fragments(x86, "fixed-debug")
     assert debug[:len(plain)] == plain and len(debug) == len(plain) + 2
-    if os.path.exists(kernel.SOURCE_TARBALL):
+    if os.path.exists(workspace.current().tarball):
         assert kernel.tree_key("fixed-debug") == kernel.tree_key("fixed")
         assert kernel.cache_key(x86, "fixed-debug") != kernel.cache_key(x86, "fixed")
     monkeypatch.setattr(kernel, "has_debug", lambda t: t == "x86_64")

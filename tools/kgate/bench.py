@@ -16,10 +16,15 @@ import time
 from . import kernel, results, rootfs
 from .reports import fmt_seconds as _fmt, phases_table
 from . import run as runner
-from .common import (BUILD, CANDIDATE, KNOWN_BAD, VARIANTS, atomic_write, default_targets,
+from . import workspace
+from .common import (CANDIDATE, KNOWN_BAD, VARIANTS, atomic_write, default_targets,
                      format_table, log, read_text)
 
-COLD_RECORD = os.path.join(BUILD, "bench", "cold.json")
+
+
+def cold_record():
+    """Where bench --cold records its figures: build/bench/cold.json."""
+    return workspace.current().path("bench", "cold.json")
 
 # The speed goals of issue 16, each in seconds: what the figure is.
 GOALS = [
@@ -42,11 +47,12 @@ def _secs(path):
 
 def load_runs(limit=200):
     """The newest runs' results.json documents, newest first."""
-    if not os.path.isdir(runner.RUNS):
+    runs = workspace.current().runs
+    if not os.path.isdir(runs):
         return []
     docs = []
-    for name in sorted(os.listdir(runner.RUNS), reverse=True)[:limit]:
-        path = os.path.join(runner.RUNS, name, "results.json")
+    for name in sorted(os.listdir(runs), reverse=True)[:limit]:
+        path = os.path.join(runs, name, "results.json")
         if name != "latest" and os.path.isfile(path):
             try:
                 docs.append(results.load(path))
@@ -149,7 +155,7 @@ def goals(names, docs):
                     f"{len(inc)} of {len(names)} targets recorded"))
     else:
         out.append(("incremental", None, None))
-    cold = json.loads(read_text(COLD_RECORD) or "null")
+    cold = json.loads(read_text(cold_record()) or "null")
     out.append(("cold", cold and cold["cold_seconds"],
                 cold and f"bench --cold of {cold['finished']}, {len(cold['targets'])} targets"))
     return out
@@ -169,11 +175,11 @@ def goals_text(names, docs):
 def wipe():
     """Remove everything built (kernel trees, ccache, outputs), keep runs."""
     for sub in ("src", "ccache", "kernels", "rootfs", "busybox", "tests", "native", "logs", "obj"):
-        shutil.rmtree(os.path.join(BUILD, sub), ignore_errors=True)
+        shutil.rmtree(workspace.current().path(sub), ignore_errors=True)
 
 
 def cold_bench(names, parallel):
-    """The matrix from nothing, then warm; recorded in COLD_RECORD."""
+    """The matrix from nothing, then warm; recorded in cold_record()."""
     log("[bench] removing every build output and the ccache")
     wipe()
     t0 = time.monotonic()
@@ -186,8 +192,8 @@ def cold_bench(names, parallel):
            "cold_run": cold_doc["run"], "warm_run": warm_doc["run"],
            "cold_verdict": cold_doc["verdict"], "warm_verdict": warm_doc["verdict"],
            "finished": warm_doc["finished"]}
-    os.makedirs(os.path.dirname(COLD_RECORD), exist_ok=True)
-    atomic_write(COLD_RECORD, json.dumps(rec, indent=1) + "\n")
+    os.makedirs(os.path.dirname(cold_record()), exist_ok=True)
+    atomic_write(cold_record(), json.dumps(rec, indent=1) + "\n")
     return rec
 
 
@@ -201,7 +207,7 @@ def bench(names=None, cold=False, parallel=2):
                 f"again warm: {_fmt(rec['warm_seconds'])} ({rec['warm_run']}, "
                 f"{rec['warm_verdict']})", ""]
     docs = load_runs()
-    latest = os.path.join(runner.RUNS, "latest", "results.json")
+    latest = os.path.join(workspace.current().runs, "latest", "results.json")
     doc = results.load(latest) if os.path.isfile(latest) else None
     out.append(targets_table(names, doc))
     out.append("")

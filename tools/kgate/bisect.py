@@ -29,11 +29,18 @@ import time
 
 from . import kernel, results
 from . import run as runner
-from .common import (BUILD, CANDIDATE, TOP, CandidateError, KgateError, atomic_write,
+from . import workspace
+from .workspace import new_out_dir
+from .common import (CANDIDATE, TOP, CandidateError, KgateError, atomic_write,
                      format_table, log, need_tools, read_text, target)
 
-OUT = os.path.join(BUILD, "bisect")
 DEFAULT_TARGETS = ["x86_64"]
+
+
+def out_root():
+    """build/bisect: one folder per bisection, and the source clone."""
+    return workspace.current().path("bisect")
+
 SCHEMA_VERSION = 1
 VERIFY_RUNS = 2
 
@@ -122,7 +129,7 @@ def stage(patches, k, out_dir):
 def default_targets(folder):
     """The targets where the latest run of this series failed, else x86_64."""
     doc = None
-    path = os.path.join(runner.RUNS, "latest", "results.json")
+    path = os.path.join(workspace.current().runs, "latest", "results.json")
     try:
         with open(path, encoding="utf-8") as f:
             doc = json.load(f)
@@ -221,8 +228,7 @@ def bisect(folder, target_names=None, parallel=2, jobs=None, step_runner=None):
         for name in target_names:
             target(name)
     stamp = datetime.datetime.now(datetime.timezone.utc)
-    out_dir = os.path.join(OUT, stamp.strftime("%Y%m%dT%H%M%SZ"))
-    os.makedirs(out_dir, exist_ok=True)
+    out_dir = new_out_dir(out_root())
     r = step_runner or Runner(patches, target_names, out_dir, parallel, jobs)
     start = time.monotonic()
     n = len(patches)
@@ -432,11 +438,10 @@ def bisect_source(tree, good, bad, target_names=None, parallel=2, jobs=None,
         for name in target_names:
             target(name)
     stamp = datetime.datetime.now(datetime.timezone.utc)
-    out_dir = os.path.join(OUT, stamp.strftime("%Y%m%dT%H%M%SZ"))
-    os.makedirs(out_dir, exist_ok=True)
+    out_dir = new_out_dir(out_root())
     # One place for the clone, whichever the bisection: kbuild's paths
     # and so ccache's hits stay the same from one bisection to the next.
-    clone = os.path.join(OUT, "clone")
+    clone = os.path.join(out_root(), "clone")
     # SIGTERM arrives as KeyboardInterrupt (cli.main): git_bisect_run
     # stops its process group.
     with _clone_lock():
@@ -447,7 +452,7 @@ def bisect_source(tree, good, bad, target_names=None, parallel=2, jobs=None,
 @contextlib.contextmanager
 def _clone_lock():
     """One source bisection at a time (they share the clone)."""
-    with open(os.path.join(OUT, "clone.lock"), "a") as lock:
+    with open(os.path.join(out_root(), "clone.lock"), "a") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -460,7 +465,7 @@ def _bisect_in(clone, tree, good, bad, good_c, bad_c, target_names, parallel, jo
     """bisect_source() once its arguments are checked, in the clone."""
     shutil.rmtree(clone, ignore_errors=True)
     log(f"[bisect] checking out in {_show(clone)} (a shared clone: {tree} is only read)")
-    git(OUT, "clone", "-q", "--shared", "--no-checkout", tree, clone)
+    git(out_root(), "clone", "-q", "--shared", "--no-checkout", tree, clone)
     s = steps_class(clone, target_names, out_dir, parallel, jobs)
     start = time.monotonic()
     count = int(git(tree, "rev-list", "--count", f"{good_c}..{bad_c}"))

@@ -9,7 +9,7 @@ import traceback
 from . import (bench, bisect, compare, figures, golden, kcidb, kernel, lab, mutants, render,
                results, rootfs, soak)
 from . import run as runner
-from . import selftest
+from . import selftest, workspace
 from .common import (ALL_VARIANTS, CANDIDATE, KNOWN_BAD, TOP, VARIANTS, CandidateError, InfraError,
                      KgateError, base_variant, debug_twin, default_targets,
                      expand_targets, group_of, load_targets, log, target, with_debug,
@@ -143,7 +143,7 @@ def cmd_run(args):
 
 
 def cmd_matrix(args):
-    path = args.results or os.path.join(runner.RUNS, "latest", "results.json")
+    path = args.results or os.path.join(workspace.current().runs, "latest", "results.json")
     if not os.path.exists(path):
         raise KgateError(f"no results at {path}: run 'make run' first")
     return print_gate(compare.load(path))
@@ -199,7 +199,7 @@ def cmd_submit(args):
 
 
 def cmd_collect(args):
-    run_dir = args.run or lab.newest_submitted(runner.RUNS)
+    run_dir = args.run or lab.newest_submitted(workspace.current().runs)
     code = print_gate(lab.collect(os.path.realpath(run_dir), args.identity, timeout=args.timeout,
                                   retry_infra=args.retry_infra))
     print(f"Results: {os.path.relpath(os.path.join(run_dir, 'results.json'), TOP)}")
@@ -284,14 +284,14 @@ def add_lab_args(s, base_url_required=True):
 
 
 def cmd_compare(args):
-    new = args.new or os.path.join(runner.RUNS, "latest")
-    text, code = compare.report(args.base or compare.BASELINE, new, gate_figures=args.figures)
+    new = args.new or os.path.join(workspace.current().runs, "latest")
+    text, code = compare.report(args.base or workspace.current().baseline, new, gate_figures=args.figures)
     print(text)
     return code
 
 
 def cmd_export(args):
-    run = args.run or os.path.join(runner.RUNS, "latest")
+    run = args.run or os.path.join(workspace.current().runs, "latest")
     doc = compare.load(run)
     run_dir = os.path.realpath(run if os.path.isdir(run) else os.path.dirname(run))
     data = kcidb.validate(kcidb.export(doc, run_dir, origin=args.origin, base_url=args.base_url,
@@ -309,10 +309,10 @@ def cmd_export(args):
 
 
 def cmd_baseline(args):
-    run = args.run or os.path.join(runner.RUNS, "latest")
+    run = args.run or os.path.join(workspace.current().runs, "latest")
     doc = compare.save_baseline(run)
     print(f"Baseline: run {doc.get('run')} ({doc.get('verdict')}) saved as "
-          f"{os.path.relpath(compare.BASELINE, TOP)}")
+          f"{os.path.relpath(workspace.current().baseline, TOP)}")
     return 0
 
 
@@ -386,7 +386,7 @@ def add_selftest_parsers(sub):
                        "(as backlog_peer.[ch], backlog_pkt.[ch]), the net/Makefile lines that "
                        "build it and the net/config options it needs.")
     s.add_argument("-o", "--output", metavar="FILE",
-                   help=f"where (default: {os.path.relpath(selftest.DEFAULT_OUT, TOP)})")
+                   help=f"where (default: {os.path.relpath(selftest.default_out(), TOP)})")
     s.set_defaults(func=cmd_selftest_patch)
     s = sub.add_parser("selftest-check", help="apply the selftest patch to a copy of the kernel "
                        "tree, build it with net/Makefile, run it, checkpatch it",
@@ -396,7 +396,7 @@ def add_selftest_parsers(sub):
                        "(root), and runs scripts/checkpatch.pl --strict on the patch. Log in "
                        "build/selftest/check.log. Exit status: 0 all passed, 1 a step failed.")
     s.add_argument("-o", "--output", metavar="FILE",
-                   help=f"the patch (default: {os.path.relpath(selftest.DEFAULT_OUT, TOP)})")
+                   help=f"the patch (default: {os.path.relpath(selftest.default_out(), TOP)})")
     s.add_argument("--no-run", action="store_true", help="build the program, do not run it")
     s.add_argument("--headers", action="store_true",
                    help="build against the tree's own UAPI headers ('make headers', "
@@ -625,7 +625,7 @@ def _internal_error(exc):
     """Save the traceback of a bug of kgate's own; return its file."""
     text = "".join(traceback.format_exception(exc))
     try:
-        folder = os.path.join(runner.BUILD, "crash")
+        folder = workspace.current().path("crash")
         os.makedirs(folder, exist_ok=True)
         fd, path = tempfile.mkstemp(prefix="traceback-", suffix=".txt", dir=folder)
     except OSError:
@@ -646,6 +646,9 @@ def main(argv=None):
         old_term = signal.signal(signal.SIGTERM, _on_sigterm)
     except ValueError:  # not the main thread: its caller handles signals
         old_term = None
+    # The one place paths come from: the environment, read now (a
+    # caller that installed a workspace of its own keeps it).
+    old_ws = workspace.use(workspace.current())
     try:
         args = parser().parse_args(argv)
         if isinstance(getattr(args, "target", None), list):
@@ -681,5 +684,6 @@ def main(argv=None):
             f"{path})")
         return results.EXIT_INTERNAL
     finally:
+        workspace.use(old_ws)
         if old_term is not None:
             signal.signal(signal.SIGTERM, old_term)

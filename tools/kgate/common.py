@@ -13,8 +13,8 @@ import time
 
 import yaml
 
-TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BUILD = os.environ.get("KGATE_BUILD", os.path.join(TOP, "build"))
+from .workspace import TOP  # noqa: F401 - the checkout, a constant
+
 # The known-bad control: Debian's kernel with the Linux 5.0 merging
 # rules put back (kernel/regressions), which every run must catch.
 KNOWN_BAD = "known-bad"

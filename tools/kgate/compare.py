@@ -10,9 +10,9 @@ the machine's load.
 import os
 
 from . import results
-from .common import BUILD, KNOWN_BAD, KgateError, atomic_copy, loads_json
+from . import workspace
+from .common import KNOWN_BAD, KgateError, atomic_copy, loads_json
 
-BASELINE = os.path.join(BUILD, "baseline", "results.json")
 RANK = {results.PASS: 0, results.CAUGHT: 0, results.INCONCLUSIVE: 1, results.INFRA: 2,
         results.FLAKY: 3, results.ERROR: 3, results.REGRESSION: 3, results.MISSED: 3}
 # Figures compared: name -> True if bigger is better.
@@ -38,7 +38,7 @@ def load(path):
 
 
 def save_baseline(run_path, dest=None):
-    dest = dest or BASELINE
+    dest = dest or workspace.current().baseline
     doc = load(run_path)
     os.makedirs(os.path.dirname(dest), exist_ok=True)
     src = run_path if os.path.isfile(run_path) else os.path.join(run_path, "results.json")

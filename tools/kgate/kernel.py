@@ -26,11 +26,11 @@ import shutil
 import subprocess
 import time
 
-from .common import (BUILD, CANDIDATE, DEBUG_SUFFIX, KNOWN_BAD, TOP, CandidateError, InfraError,
+from . import workspace
+from .common import (CANDIDATE, DEBUG_SUFFIX, KNOWN_BAD, TOP, CandidateError, InfraError,
                      KgateError, atomic_copy, atomic_write, base_variant, check_variant, clean_env,
                      is_debug, log, need_tools, read_text, run_logged, target, tool_version)
 
-SOURCE_TARBALL = os.environ.get("KGATE_KERNEL_TARBALL", "/usr/src/linux-source-6.1.tar.xz")
 KERNEL_DIR = os.path.join(TOP, "kernel")
 # Bump when the way kernels are built changes, so cached images are redone.
 BUILD_RECIPE = "2"
@@ -255,8 +255,9 @@ def _hash_files(h, paths):
 
 
 def source_id():
-    st = os.stat(SOURCE_TARBALL)
-    return f"{os.path.basename(SOURCE_TARBALL)}:{st.st_size}:{int(st.st_mtime)}"
+    tarball = workspace.current().tarball
+    st = os.stat(tarball)
+    return f"{os.path.basename(tarball)}:{st.st_size}:{int(st.st_mtime)}"
 
 
 def tree_key(variant, cand=NO_CANDIDATE):
@@ -281,7 +282,7 @@ def cache_key(tgt, variant, cand=NO_CANDIDATE):
 
 
 def out_dir(tgt_name, variant):
-    return os.path.join(BUILD, "kernels", tgt_name, variant)
+    return workspace.current().path("kernels", tgt_name, variant)
 
 
 def image_path(tgt_name, variant):
@@ -289,18 +290,19 @@ def image_path(tgt_name, variant):
 
 
 def pristine():
-    dst = os.path.join(BUILD, "src", "pristine")
+    dst = workspace.current().path("src", "pristine")
     stamp = os.path.join(dst, ".kgate-source")
     if read_text(stamp) == source_id():
         return dst
-    if not os.path.isfile(SOURCE_TARBALL):
-        raise KgateError(f"{SOURCE_TARBALL} not found (install linux-source-6.1: 'make deps')")
+    tarball = workspace.current().tarball
+    if not os.path.isfile(tarball):
+        raise KgateError(f"{tarball} not found (install linux-source-6.1: 'make deps')")
     tmp = dst + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.rmtree(dst, ignore_errors=True)
     os.makedirs(tmp)
-    log(f"[kernel] extracting {SOURCE_TARBALL}")
-    subprocess.run(["tar", "-xf", SOURCE_TARBALL, "-C", tmp, "--strip-components=1"], check=True)
+    log(f"[kernel] extracting {tarball}")
+    subprocess.run(["tar", "-xf", tarball, "-C", tmp, "--strip-components=1"], check=True)
     atomic_write(os.path.join(tmp, ".kgate-source"), source_id())
     os.replace(tmp, dst)
     return dst
@@ -384,7 +386,7 @@ def _update_in_place(dst, want_of, paths):
 
 
 def tree_dir():
-    return os.path.join(BUILD, "src", "tree")
+    return workspace.current().path("src", "tree")
 
 
 def patched_paths(patch_files):
@@ -586,7 +588,7 @@ def config_key(tgt, variant, src, frags):
 
 def make_env():
     env = clean_env()
-    env.setdefault("CCACHE_DIR", os.path.join(BUILD, "ccache"))
+    env.setdefault("CCACHE_DIR", workspace.current().path("ccache"))
     env.setdefault("CCACHE_MAXSIZE", "5G")
     env["CCACHE_NOHASHDIR"] = "1"
     # Reproducible banners: the same inputs give the same objects.
@@ -602,8 +604,9 @@ class BuildLock:
     source tree, so a second build waits for the first."""
 
     def __enter__(self):
-        os.makedirs(BUILD, exist_ok=True)
-        self.f = open(os.path.join(BUILD, "build.lock"), "a")
+        build = workspace.current().build
+        os.makedirs(build, exist_ok=True)
+        self.f = open(os.path.join(build, "build.lock"), "a")
         try:
             fcntl.flock(self.f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -682,7 +685,7 @@ def _build(tgt, variant, key, jobs, cand):
     objname = f"o-{tgt_name}" + (DEBUG_SUFFIX if is_debug(variant) else "")
     if plain == CANDIDATE and cand.source:
         # Nothing is written into the user's tree: objects go to build/.
-        obj = objname = os.path.join(BUILD, "obj", "candidate", objname)
+        obj = objname = workspace.current().path("obj", "candidate", objname)
     else:
         obj = os.path.join(src, objname)
     new_objects = not os.path.isfile(os.path.join(obj, ".config"))
@@ -692,7 +695,7 @@ def _build(tgt, variant, key, jobs, cand):
     # The candidate not building is the candidate's failure; the fixed
     # or known-bad kernel not building is ours.
     failed = CandidateError if plain == CANDIDATE else InfraError
-    logpath = os.path.join(BUILD, "logs", f"kernel-{tgt_name}-{variant}.log")
+    logpath = workspace.current().path("logs", f"kernel-{tgt_name}-{variant}.log")
     if os.path.exists(logpath):
         os.unlink(logpath)
     env = make_env()

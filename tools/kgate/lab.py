@@ -23,11 +23,11 @@ import yaml
 
 from . import kernel, lavalog, render, results
 from . import run as runner
-from .common import (BUILD, TOP, InfraError, KgateError, StrictYamlLoader, atomic_copy,
+from . import workspace
+from .job import Job, retry_infra as retry_attempts
+from .common import (TOP, InfraError, KgateError, StrictYamlLoader, atomic_copy,
                      atomic_write, check_variant, loads_json, log, need_tools, target)
 
-SERVE = os.path.join(BUILD, "serve")
-LAB_JOBS = os.path.join(render.JOBS, "lab")
 SUBMITTED = "submitted.json"
 
 
@@ -81,7 +81,7 @@ def stage(tgt_name, variants, jobs=None, cand=kernel.NO_CANDIDATE):
         for kind in ("kernel", "rootfs"):
             a = arts[kind]
             rel = served_path(a["sha256"], a["path"])
-            dst = os.path.join(SERVE, rel)
+            dst = os.path.join(workspace.current().serve, rel)
             if not os.path.exists(dst):
                 _link_or_copy(a["path"], dst)
             out[v][kind] = {"path": rel, "sha256": a["sha256"]}
@@ -104,7 +104,7 @@ def write_lab_jobs(tgt_names, variants, base_url, jobs=None, cand=kernel.NO_CAND
             k, r = staged[v]["kernel"], staged[v]["rootfs"]
             text = render.render_job(tgt, v, {"url": base + k["path"], "sha256": k["sha256"]},
                                      {"url": base + r["path"], "sha256": r["sha256"]}, **overrides)
-            path = os.path.join(LAB_JOBS, f"{name}-{v}.yaml")
+            path = os.path.join(workspace.current().lab_jobs, f"{name}-{v}.yaml")
             render.validate_job(text, os.path.relpath(path, TOP))
             atomic_write(path, text)
             out.append({"target": name, "variant": v, "file": path,
@@ -191,7 +191,7 @@ def check_port(port):
 def make_server(bind, port, folder=None):
     """The server of folder (default build/serve), not yet serving."""
     check_port(port)
-    folder = folder or SERVE
+    folder = folder or workspace.current().serve
     os.makedirs(folder, exist_ok=True)
     handler = functools.partial(ServeHandler, directory=folder)
     try:
@@ -204,7 +204,7 @@ def make_server(bind, port, folder=None):
 def serve(bind, port):
     """Serve build/serve over http until interrupted."""
     httpd = make_server(bind, port)
-    log(f"[serve] {os.path.relpath(SERVE, TOP)} on http://{bind}:{port}/ (Ctrl-C stops)")
+    log(f"[serve] {os.path.relpath(workspace.current().serve, TOP)} on http://{bind}:{port}/ (Ctrl-C stops)")
     with httpd:
         httpd.serve_forever()
 
@@ -398,8 +398,8 @@ def side_by_side(jobs):
 def collect_job(identity, it, run_dir, timeout, workers=None):
     """Wait for one job and read its health, results and log into its
     attempt's folder; workers: device_worker()'s lookups."""
-    folder = runner.attempt_folder(it["target"], it["variant"], it.get("run", 0), it.get("retry", 0))
-    outdir = os.path.join(run_dir, folder)
+    this = Job.of(it)
+    outdir = os.path.join(run_dir, this.folder)
     os.makedirs(outdir, exist_ok=True)
     job_id = str(it["id"])
     # 'jobs wait' exits 0 whatever the job's health: it is read below.
@@ -430,25 +430,17 @@ def collect_job(identity, it, run_dir, timeout, workers=None):
     if show.get("failure_comment"):
         errors.append(str(show["failure_comment"]))
     ok = state == "Finished" and health == "Complete"
-    verdict, reason = results.job_verdict(it["variant"], "complete" if ok else "incomplete", cases,
-                                          bench=render.has_bench(it["variant"]), errors=errors)
-    if not ok:
-        reason = (f"LAVA job {job_id} {state}/{health}" if verdict == results.INFRA else
-                  f"{reason} (LAVA job {job_id} {state}/{health})")
-    job = {
-        "target": it["target"], "variant": it["variant"], "verdict": verdict, "reason": reason,
-        "health": "complete" if ok else "incomplete", "errors": errors,
-        "seconds": _seconds(show), "timing": {}, "cases": cases,
-        "kernel_sha256": it["kernel_sha256"], "rootfs_sha256": it["rootfs_sha256"],
-        "log": os.path.join(folder, "lava.log"),
-        "lava_job": int(job_id), "lava_state": state, "lava_health": health,
+    job = this.record(
+        "complete" if ok else "incomplete", cases, errors, _seconds(show),
+        bench=render.has_bench(it["variant"]), tail=tail,
+        lava_job=int(job_id), lava_state=state, lava_health=health,
         # Where and when it ran, to show jobs spread over workers.
-        "lava_device": device,
-        "lava_worker": device_worker(identity, device, {} if workers is None else workers),
-        "lava_start": show.get("start_time"), "lava_end": show.get("end_time"),
-    }
-    if verdict == results.ERROR:
-        job["tail"] = tail
+        lava_device=device,
+        lava_worker=device_worker(identity, device, {} if workers is None else workers),
+        lava_start=show.get("start_time"), lava_end=show.get("end_time"))
+    if not ok:
+        job["reason"] = (f"LAVA job {job_id} {state}/{health}" if job["verdict"] == results.INFRA
+                         else f"{job['reason']} (LAVA job {job_id} {state}/{health})")
     return job
 
 
@@ -539,34 +531,37 @@ def collect(run_dir, identity=None, timeout=1800, retry_infra=1):
     for (name, v), runs in groups.items():
         tries = []
         for r, entries in sorted(runs.items()):
+            what = f"{name}/{v}" + (f" run {r + 1}" if len(runs) > 1 else "")
             tried = []
-            while True:
-                it = entries[len(tried)]
-                what = f"{name}/{v}" + (f" run {r + 1}" if len(runs) > 1 else "") + \
-                    (f" retry {it.get('retry', 0)}" if it.get("retry") else "")
-                log(f"[collect] waiting for {what} (job {it['id']})")
+
+            def attempt(n, entries=entries, what=what, tried=tried):
+                if n == len(entries):
+                    # the record's attempts are used up: submit again
+                    again = resubmit(identity, run_dir, entries[-1], tried[-1], n)
+                    if not again:
+                        return None
+                    log(f"[collect] {what}: infrastructure, submitted again as job {again['id']}")
+                    record["jobs"].append(again)
+                    write_record(run_dir, record)
+                    entries.append(again)
+                it = entries[n]
+                said = what + (f" retry {n}" if n else "")
+                log(f"[collect] waiting for {said} (job {it['id']})")
                 job = collect_job(identity, it, run_dir, timeout, workers)
-                log(f"[collect] {what}: {job['verdict']} ({job['reason']})"
+                log(f"[collect] {said}: {job['verdict']} ({job['reason']})"
                     + (f" on {job['lava_device']}" if job["lava_device"] else "")
                     + (f" ({job['lava_worker']})" if job["lava_worker"] else ""))
                 tried.append(job)
-                if len(tried) < len(entries):
-                    if job["verdict"] == results.INFRA:
-                        continue
-                    # only infrastructure is retried: an attempt that was
-                    # judged decides, whatever the record lists after it
-                    log(f"[collect] {what}: {job['verdict']}, yet the record lists "
-                        f"{len(entries) - len(tried)} more attempt(s): not collected")
-                    break
-                if job["verdict"] != results.INFRA or len(tried) > retry_infra:
-                    break
-                again = resubmit(identity, run_dir, it, job, len(tried))
-                if not again:
-                    break
-                log(f"[collect] {what}: infrastructure, submitted again as job {again['id']}")
-                record["jobs"].append(again)
-                write_record(run_dir, record)
-                entries.append(again)
+                return job
+
+            # The attempts an earlier collect submitted are collected
+            # whatever retry_infra says now.
+            retry_attempts(attempt, max(retry_infra, len(entries) - 1))
+            if len(tried) < len(entries):
+                # only infrastructure is retried: an attempt that was
+                # judged decides, whatever the record lists after it
+                log(f"[collect] {what}: {tried[-1]['verdict']}, yet the record lists "
+                    f"{len(entries) - len(tried)} more attempt(s): not collected")
             tries.append(tried)
         done.append(results.combine_runs(tries))
     finished = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")

@@ -22,11 +22,12 @@ import time
 from . import kernel, results
 from . import run as runner
 from .run import preflight
-from .common import (BUILD, CANDIDATE, TOP, KgateError, atomic_copy, atomic_write, debug_twin,
+from . import workspace
+from .workspace import new_out_dir
+from .common import (CANDIDATE, TOP, KgateError, atomic_copy, atomic_write, debug_twin,
                      format_table, log)
 
 KIND = "mutants"  # kernel/mutants/series
-OUT = os.path.join(BUILD, "mutants")
 DEFAULT_TARGETS = ["x86_64"]
 SCHEMA_VERSION = 1
 
@@ -219,7 +220,7 @@ def report(entries, total_seconds, targets):
 def stage(mutant, out=None):
     """A folder holding just this mutant, for the candidate's --patches.
     Its path is stable, so an unchanged mutant keeps its kernel's key."""
-    folder = os.path.join(out or OUT, "patches", mutant["name"])
+    folder = os.path.join(out or workspace.current().path("mutants"), "patches", mutant["name"])
     atomic_copy(mutant["path"], os.path.join(folder, os.path.basename(mutant["path"])))
     return folder
 
@@ -255,8 +256,7 @@ def check(target_names=None, wanted=None, parallel=2, jobs=None):
     todo = select(load(), wanted)
     preflight(target_names)
     stamp = datetime.datetime.now(datetime.timezone.utc)
-    out_dir = os.path.join(OUT, stamp.strftime("%Y%m%dT%H%M%SZ"))
-    os.makedirs(out_dir, exist_ok=True)
+    out_dir = new_out_dir(workspace.current().path("mutants"))
     doc = {"schema": SCHEMA_VERSION, "started": stamp.isoformat(timespec="seconds"),
            "finished": None, "targets": target_names, "exit_code": None, "seconds": None,
            "mutants": []}

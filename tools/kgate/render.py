@@ -5,11 +5,11 @@ import re
 import jinja2
 import yaml
 
+from . import workspace
 from .common import (ALL_VARIANTS, KNOWN_BAD, TOP, KgateError, atomic_write, check_variant,
                      is_debug, target)
 
 TEMPLATES = os.path.join(TOP, "templates")
-JOBS = os.environ.get("KGATE_JOBS", os.path.join(TOP, "jobs"))
 PROMPT = "kgate# "
 
 DEFAULTS = {
@@ -168,11 +168,11 @@ def validate_job(text, where="job"):
 
 
 def job_path(tgt_name, variant):
-    return os.path.join(JOBS, f"{tgt_name}-{variant}.yaml")
+    return os.path.join(workspace.current().jobs, f"{tgt_name}-{variant}.yaml")
 
 
 def device_path(tgt_name):
-    return os.path.join(JOBS, "devices", f"{tgt_name}.yaml")
+    return os.path.join(workspace.current().jobs, "devices", f"{tgt_name}.yaml")
 
 
 def write_local(tgt_name, artifacts, bench=True):

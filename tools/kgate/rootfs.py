@@ -16,7 +16,8 @@ import tempfile
 import time
 
 from . import kernel
-from .common import (BUILD, TOP, InfraError, KgateError, atomic_copy, atomic_write, clean_env, log,
+from . import workspace
+from .common import (TOP, InfraError, KgateError, atomic_copy, atomic_write, clean_env, log,
                      need_tools, read_text, run_logged, target, tool_version)
 
 TEST_PROGRAMS = {
@@ -37,7 +38,7 @@ RECIPE = "2"
 
 def busybox_source():
     """Return the extracted Debian busybox source, fetching it once."""
-    base = os.path.join(BUILD, "src", "busybox")
+    base = workspace.current().path("src", "busybox")
     found = sorted(glob.glob(os.path.join(base, "busybox-*", "debian", "config", "pkg", "static")))
     if found:
         return os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(found[-1]))))
@@ -82,12 +83,12 @@ def build_busybox(tgt, jobs):
         with open(os.path.join(src, cfg), "rb") as f:
             h.update(f.read())
     key = h.hexdigest()
-    d = os.path.join(BUILD, "busybox", tgt["name"])
+    d = workspace.current().path("busybox", tgt["name"])
     binary = os.path.join(d, "busybox")
     if read_text(os.path.join(d, ".kgate-key")) == key and os.path.isfile(binary):
         return d
     label = f"busybox {tgt['name']}"
-    logpath = os.path.join(BUILD, "logs", f"busybox-{tgt['name']}.log")
+    logpath = workspace.current().path("logs", f"busybox-{tgt['name']}.log")
     os.makedirs(os.path.dirname(logpath), exist_ok=True)
     if os.path.exists(logpath):
         os.unlink(logpath)
@@ -150,7 +151,7 @@ def _compile(cmd_head, prog, sources, dst, where):
 
 def build_tests(tgt):
     """Cross-build the static guest test programs; return {name: path}."""
-    d = os.path.join(BUILD, "tests", tgt["name"])
+    d = workspace.current().path("tests", tgt["name"])
     os.makedirs(d, exist_ok=True)
     head = test_cflags(tgt["cross_compile"] + "gcc") + ["-static"]
     return {prog: _compile(head, prog, sources, os.path.join(d, prog), tgt["name"])
@@ -188,7 +189,7 @@ def rootfs_key(tgt, bb_dir):
 
 
 def rootfs_path(tgt_name):
-    return os.path.join(BUILD, "rootfs", tgt_name, "rootfs.cpio.gz")
+    return workspace.current().path("rootfs", tgt_name, "rootfs.cpio.gz")
 
 
 def _assemble(stage, bb_dir, progs):
@@ -222,7 +223,7 @@ def build(tgt_name, jobs=None, force=False):
         log(f"[rootfs {tgt_name}] up to date ({key[:12]})")
         return dst
     progs = build_tests(tgt)
-    with tempfile.TemporaryDirectory(dir=BUILD) as tmp:
+    with tempfile.TemporaryDirectory(dir=workspace.current().build) as tmp:
         stage = os.path.join(tmp, "root")
         _assemble(stage, bb_dir, progs)
         cpio = os.path.join(tmp, "rootfs.cpio.gz")

@@ -10,11 +10,13 @@ import threading
 import time
 
 from . import figures, kernel, lavalog, render, reports, results, rootfs
-from .common import (BUILD, CANDIDATE, TOP, VARIANTS, KgateError, atomic_copy, atomic_write,
-                     base_variant, check_variant, guest_of, is_debug, log, need_tools, sha256_file,
+from . import workspace
+from .job import Job, retry_infra as retry_attempts
+from .workspace import new_out_dir
+from .common import (CANDIDATE, TOP, VARIANTS, KgateError, atomic_copy, atomic_write,
+                     base_variant, check_variant, is_debug, log, need_tools, sha256_file,
                      target)
 
-RUNS = os.path.join(BUILD, "runs")
 DISPATCHER = os.path.join(TOP, "templates", "dispatcher.yaml")
 # lava-run keeps a job's files in /var/lib/lava/dispatcher/tmp/<job id>,
 # shared by every kgate checkout on the machine: ids start from the pid.
@@ -26,11 +28,12 @@ class RunLock:
     """One run at a time: a second one fails at once with a clear error."""
 
     def __init__(self):
-        self.path = os.path.join(BUILD, "run.lock")
+        self.build = workspace.current().build
+        self.path = os.path.join(self.build, "run.lock")
         self.f = None
 
     def __enter__(self):
-        os.makedirs(BUILD, exist_ok=True)
+        os.makedirs(self.build, exist_ok=True)
         self.f = open(self.path, "a+")
         try:
             fcntl.flock(self.f, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -194,19 +197,12 @@ def run_job(job_path, device_path, outdir, timeout):
 
 
 def new_run_dir():
-    os.makedirs(RUNS, exist_ok=True)
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    path = os.path.join(RUNS, stamp)
-    n = 1
-    while os.path.exists(path):
-        n += 1
-        path = os.path.join(RUNS, f"{stamp}-{n}")
-    os.makedirs(path)
-    return path
+    """A new folder under build/runs."""
+    return new_out_dir(workspace.current().runs)
 
 
 def point_latest(run_dir):
-    link = os.path.join(RUNS, "latest")
+    link = os.path.join(workspace.current().runs, "latest")
     tmp = link + f".tmp{os.getpid()}"
     os.symlink(os.path.basename(run_dir), tmp)
     os.replace(tmp, link)
@@ -242,13 +238,6 @@ def check_runnable():
     need_tools(["lava-run"], "install lava-dispatcher: 'make deps'")
     if os.geteuid() != 0:
         raise KgateError("lava-run needs root (it manages QEMU and /var/lib/lava)")
-
-
-def attempt_folder(name, variant, run, retry):
-    """Where one attempt at a job keeps its files: <target>-<variant>,
-    then .run2, .run3 for --repeat and .retry1, ... for retries."""
-    return (f"{name}-{variant}" + (f".run{run + 1}" if run else "") +
-            (f".retry{retry}" if retry else ""))
 
 
 def check_unique(target_names, variants):
@@ -299,8 +288,9 @@ def run(target_names, variants=VARIANTS, parallel=1, jobs=None, bench=True,
         stopping = threading.Event()
 
         def attempt(item, r, n, queued):
-            name, v, job_path, dev, art = item
-            folder = attempt_folder(name, v, r, n)
+            job, job_path, dev, art = item
+            job = job.attempt(r, n)
+            name, v, folder = job.target, job.variant, job.folder
             outdir = os.path.join(run_dir, folder)
             os.makedirs(outdir)
             shutil.copy(job_path, os.path.join(outdir, "job.yaml"))
@@ -312,42 +302,29 @@ def run(target_names, variants=VARIANTS, parallel=1, jobs=None, bench=True,
                 + (f" (retry {n} after infrastructure)" if n else ""))
             # lava-run is stopped when the job's own timeout has passed.
             parsed, secs = run_job(job_path, dev, outdir, render.timeouts(v)["job"] * 60)
-            verdict, reason = results.job_verdict(v, parsed["health"], parsed["cases"],
-                                                  bench=render.has_bench(v, bench),
-                                                  errors=parsed["errors"])
-            log(f"[run] end    {name}/{v}: {verdict} ({reason}) in {secs:.1f}s")
             # Where the time went: built (this run), queued for a
             # worker, then lava-run's phases (lavalog.parse) and what
             # is left of its wall time (start-up, exit).
             timing = dict(parsed["timing"], build=art.get("build", {}), queued=round(waited, 1))
             phases = sum(timing.get(p, 0) for p in set(lavalog.PHASES.values()))
             timing["lava_overhead"] = round(max(0.0, secs - phases), 1)
-            job = {
-                "target": name, "variant": v, "verdict": verdict, "reason": reason,
-                "health": parsed["health"], "errors": parsed["errors"],
-                "seconds": round(secs, 1), "timing": timing, "cases": parsed["cases"],
-                "kernel_sha256": art["kernel"]["sha256"], "rootfs_sha256": art["rootfs"]["sha256"],
-                "log": os.path.join(folder, "lava.log"), "started": began,
-                "guest": guest_of(target(name)),
-            }
+            extra = {"started": began}
             if art.get("kernel_build"):
-                job["kernel_build"] = art["kernel_build"]
+                extra["kernel_build"] = art["kernel_build"]
             if os.path.isfile(os.path.join(outdir, "kernel.config")):
-                job["kernel_config"] = os.path.join(folder, "kernel.config")
-            if verdict == results.ERROR:
-                # what the program said last on the kernel that broke it
-                job["tail"] = parsed["tail"]
-            return job
+                extra["kernel_config"] = os.path.join(folder, "kernel.config")
+            rec = job.record(parsed["health"], parsed["cases"], parsed["errors"], round(secs, 1),
+                             timing, bench=render.has_bench(v, bench), tail=parsed["tail"],
+                             **extra)
+            log(f"[run] end    {name}/{v}: {rec['verdict']} ({rec['reason']}) in {secs:.1f}s")
+            return rec
 
         def one(task):
             # queued: when the job was handed to the pool (a retry's
             # wait counts from there too)
             item, r, queued = task
-            tried = [attempt(item, r, 0, queued)]
-            while (tried[-1]["verdict"] == results.INFRA and len(tried) <= retry_infra and
-                   not stopping.is_set()):
-                tried.append(attempt(item, r, len(tried), queued))
-            return tried
+            return retry_attempts(lambda n: attempt(item, r, n, queued), retry_infra,
+                                  stopping.is_set)
 
         # Interrupted (Ctrl-C, or SIGTERM from a CI runner: cli.main
         # turns it into KeyboardInterrupt) or a build that failed under
@@ -368,8 +345,8 @@ def run(target_names, variants=VARIANTS, parallel=1, jobs=None, bench=True,
                             (", each target's as soon as it is built" if overlap else "") +
                             f"; results in {os.path.relpath(run_dir, TOP)}")
                     for v in tvariants:
-                        item = (tgt["name"], v, paths[v], render.device_path(tgt["name"]),
-                                arts[v])
+                        item = (Job.of(dict(arts[v], target=tgt["name"], variant=v)), paths[v],
+                                render.device_path(tgt["name"]), arts[v])
                         todo.append(item)
                         if overlap:
                             futures.append(pool.submit(one, (item, 0, time.monotonic())))

@@ -21,12 +21,20 @@ import textwrap
 import time
 
 from . import kernel
-from .common import BUILD, TOP, KgateError, atomic_write, clean_env, log, need_tools, read_text
+from . import workspace
+from .common import TOP, KgateError, atomic_write, clean_env, log, need_tools, read_text
 
 NET = "tools/testing/selftests/net"
 PATCH_NAME = "0001-selftests-net-add-tcp-backlog-coalescing-test.patch"
-OUT_DIR = os.path.join(BUILD, "selftest")
-DEFAULT_OUT = os.path.join(OUT_DIR, PATCH_NAME)
+
+
+def out_dir():
+    return workspace.current().path("selftest")
+
+
+def default_out():
+    """Where the patch is written: build/selftest/<PATCH_NAME>."""
+    return os.path.join(out_dir(), PATCH_NAME)
 PROGRAM = "backlog_coalesce"
 
 # tests/ file -> its name in selftests/net/. net/ is one flat folder
@@ -256,7 +264,7 @@ def patch(source=None):
 
 
 def write_patch(out=None, source=None):
-    out = os.path.abspath(out or DEFAULT_OUT)
+    out = os.path.abspath(out or default_out())
     atomic_write(out, patch(source))
     return out
 
@@ -293,9 +301,9 @@ def check(patch_out=None, run=True, keep=False, headers=False):
     Return 0 when all passed, 1 with the reason on stderr."""
     need_tools(["git", "patch", "make", "gcc", "perl", "cp"])
     source = kernel.pristine()
-    os.makedirs(OUT_DIR, exist_ok=True)
-    logpath = os.path.join(OUT_DIR, "check.log")
-    work = tempfile.mkdtemp(prefix="check-", dir=OUT_DIR)
+    os.makedirs(out_dir(), exist_ok=True)
+    logpath = os.path.join(out_dir(), "check.log")
+    work = tempfile.mkdtemp(prefix="check-", dir=out_dir())
     tree = os.path.join(work, "linux")
     out = os.path.join(work, "out")
     times = []

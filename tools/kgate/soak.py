@@ -1,15 +1,15 @@
 """Repeatability: run the matrix N times and report every verdict and
 every case result that changed between runs. A gate is worthless if it
 is flaky."""
-import datetime
 import json
 import os
 
 from . import kernel
 from . import run as runner
-from .common import BUILD, KgateError, atomic_write, log
+from . import workspace
+from .workspace import new_out_dir
+from .common import KgateError, atomic_write, log
 
-SOAKS = os.path.join(BUILD, "soak")
 
 
 def flips(docs):
@@ -37,9 +37,7 @@ def soak(times, target_names, variants, parallel=2, jobs=None, retry_infra=1,
     """Run the matrix `times` times; return (text, exit code)."""
     if times < 2:
         raise KgateError("a soak needs at least 2 runs")
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out_dir = os.path.join(SOAKS, stamp)
-    os.makedirs(out_dir, exist_ok=True)
+    out_dir = new_out_dir(workspace.current().path("soak"))
     docs, run_ids = [], []
     for i in range(times):
         log(f"[soak] run {i + 1} of {times}")
