@@ -67,7 +67,7 @@ help:
 	@echo "make kernel      build the kernels of ARCH (default x86_64), both variants"
 	@echo "make rootfs      build the initramfs of ARCH (default x86_64)"
 	@echo "make jobs        render and validate the LAVA jobs of ARCH (default x86_64)"
-	@echo "make golden      render every job and device again into tests/golden (a change"
+	@echo "make golden      render every job and device again into tests/data/golden (a change"
 	@echo "                 meant: review and commit the diff; make check compares them)"
 	@echo "make check       the project's tests (unit, native, checkpatch, end to end, LAVA lab)"
 	@echo "make test        the tooling's unit and property tests alone (about a minute)"
@@ -144,15 +144,15 @@ lab-down:
 	sh tools/lab-local.sh down
 
 check:
-	sh tests/check.sh
+	sh tests/e2e/check.sh
 
 # The tooling's unit and property tests alone (fewer examples, no native
 # build of the guest programs, no kernel source, no QEMU): about a minute.
 test:
-	KGATE_HYPOTHESIS=quick KGATE_SKIP_NATIVE=1 $(PY) -m pytest -q tests/
+	KGATE_HYPOTHESIS=quick KGATE_SKIP_NATIVE=1 $(PY) -m pytest -q tests/unit/
 
 checkpatch:
-	sh tests/checkpatch.sh
+	sh tests/e2e/checkpatch.sh
 
 .PHONY: selftest-patch selftest-check
 

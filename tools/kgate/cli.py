@@ -382,8 +382,8 @@ def cmd_selftest_check(args):
 def add_selftest_parsers(sub):
     s = sub.add_parser("selftest-patch", help="write the backlog test as a git format-patch "
                        "for the kernel's tools/testing/selftests/net/",
-                       description="Generated from tests/: backlog_coalesce.c and its helpers "
-                       "(as backlog_peer.[ch], backlog_pkt.[ch]), the net/Makefile lines that "
+                       description="Generated from guest/: backlog_coalesce.c and its helpers "
+                       "(backlog_peer.[ch], backlog_pkt.[ch]), the net/Makefile lines that "
                        "build it and the net/config options it needs.")
     s.add_argument("-o", "--output", metavar="FILE",
                    help=f"where (default: {os.path.relpath(selftest.default_out(), TOP)})")
@@ -434,11 +434,11 @@ def parser():
     s.add_argument("target", nargs="*", help="targets or groups (default: all)")
     s.add_argument("-j", "--jobs", type=_positive, help="parallel make jobs (default: cores + 1)")
     s.set_defaults(func=cmd_jobs)
-    s = sub.add_parser("golden", help="compare every rendered job and device with tests/golden",
+    s = sub.add_parser("golden", help="compare every rendered job and device with tests/data/golden",
                        description="Render every job (local and lab, each target and variant) "
                        "and every local device with stand-in artifacts, validate each job "
                        "against LAVA's schema and compare it with its stored copy under "
-                       "tests/golden. Exit status: 0 all match, 1 some differ (the diff is "
+                       "tests/data/golden. Exit status: 0 all match, 1 some differ (the diff is "
                        "printed), 2 a job does not render or validate.")
     s.add_argument("--update", action="store_true",
                    help="write the stored copies again (a change meant: review the diff)")

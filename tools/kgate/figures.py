@@ -1,4 +1,4 @@
-"""The benchmark's figures across targets (tests/backlog_bench): a table
+"""The benchmark's figures across targets (guest/backlog_bench): a table
 for the terminal and an SVG plot of the on/off ratios with their range.
 
 Only ratios measured in one boot mean something under emulation; the

@@ -1,5 +1,5 @@
 """Golden rendered jobs: every job kgate renders (local and lab, each
-target and variant) and every local device, stored under tests/golden/
+target and variant) and every local device, stored under tests/data/golden/
 so that a change to a template, a target's row or a default shows up as
 a reviewed diff.
 
@@ -18,7 +18,7 @@ from . import run as runner
 from .lab import served_path
 from .common import ALL_VARIANTS, TOP, atomic_write, load_targets, target
 
-GOLDEN = os.path.join(TOP, "tests", "golden")
+GOLDEN = os.path.join(TOP, "tests", "data", "golden")
 # Where the stand-in artifacts live: a local job's file:// root, a lab's
 # artifact server (example.org: reserved for documentation).
 LOCAL_ROOT = "/kgate"
@@ -38,7 +38,7 @@ def _stand_in(path, lab):
 
 
 def render_all():
-    """{path relative to tests/golden: text} of every job and device."""
+    """{path relative to tests/data/golden: text} of every job and device."""
     out = {}
     for name in load_targets():
         tgt = target(name)
@@ -70,7 +70,7 @@ def stored(root=None):
 
 def compare(root=None):
     """The differences between what kgate renders now and the stored
-    files (root: default tests/golden), as unified diff lines (empty:
+    files (root: default tests/data/golden), as unified diff lines (empty:
     none)."""
     want, have = render_all(), stored(root)
     lines = []
@@ -80,8 +80,8 @@ def compare(root=None):
             continue
         lines += difflib.unified_diff(
             (old or "").splitlines(keepends=True), (new or "").splitlines(keepends=True),
-            "a/tests/golden/" + rel if old is not None else "/dev/null",
-            "b/tests/golden/" + rel if new is not None else "/dev/null")
+            "a/tests/data/golden/" + rel if old is not None else "/dev/null",
+            "b/tests/data/golden/" + rel if new is not None else "/dev/null")
     return lines
 
 

@@ -19,7 +19,7 @@ DEFAULTS = {
     "visibility": "public",
     "tags": [],
     "timeouts": {"job": 15, "action": 3, "deploy": 2, "boot": 2, "test": 3, "bench": 6},
-    # tests/backlog_bench in the guest (bulk goodput and backlog drain,
+    # guest/backlog_bench in the guest (bulk goodput and backlog drain,
     # coalescing on and off); None leaves it out of the job.
     "bench_args": "--reps 11 --bulk-bytes 16M --drain 0,100,1000",
 }

@@ -8,7 +8,7 @@ from .common import (ALL_VARIANTS, DEBUG_VARIANTS, KNOWN_BAD, KgateError, atomic
                      format_table)
 from .lavalog import KERNEL_LOG_CASE
 
-# What the guest reports for each job: tests/backlog_coalesce --list,
+# What the guest reports for each job: guest/backlog_coalesce --list,
 # the harness's fixture.variant.test names (family x mode x case, in
 # that order), plus the runner's own '<program>-run' case. A unit test
 # keeps this in step with the program.
@@ -25,13 +25,13 @@ RUN_CASE = "backlog_coalesce-run"
 # Every job also has the kernel-log case (lavalog.py): a splat in the
 # kernel's log fails the kernel under test like a guest case.
 JUDGED_CASES = GUEST_CASES + [KERNEL_LOG_CASE]
-# tests/test_pkt in the guest: its cases plus its '-run' case.
+# guest/test_pkt in the guest: its cases plus its '-run' case.
 UNIT_RUN_CASE = "test_pkt-run"
 # The cases the known-bad kernel must fail for the gate to count as
 # having caught the Linux 5.0 regression (held socket, coalescing on).
 KNOWN_BAD_MUST_FAIL = [f"{FIXTURE}.{fam}.{case}" for fam in FAMILIES
                        for case in ("data_fin", "data_rst", "data_noack")]
-# tests/backlog_bench, in its own test definition: two tests (fixture
+# guest/backlog_bench, in its own test definition: two tests (fixture
 # bench), its '-run' case, and figures (cases carrying a measurement).
 BENCH_DEFINITION = "kgate-bench"
 BENCH_CASES = ["bench.bulk", "bench.drain"]

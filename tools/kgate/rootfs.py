@@ -21,18 +21,22 @@ from .common import (TOP, InfraError, KgateError, atomic_copy, atomic_write, cle
                      need_tools, read_text, run_logged, target, tool_version)
 
 TEST_PROGRAMS = {
-    # program: its C sources under tests/. backlog_coalesce is the
+    # program: its C sources under guest/. backlog_coalesce is the
     # selftest backlog_coalesce.c (included by its _main.c wrapper,
     # which adds ksft_cli.h's command line over 6.1's harness).
-    "backlog_coalesce": ["backlog_coalesce_main.c", "peer.c", "pkt.c"],
+    "backlog_coalesce": ["backlog_coalesce_main.c", "backlog_peer.c", "backlog_pkt.c"],
     # the packet code's unit tests, run on every guest: byte order is
     # only really tested on a big-endian one
-    "test_pkt": ["test_pkt.c", "pkt.c"],
+    "test_pkt": ["test_pkt.c", "backlog_pkt.c"],
     # receive goodput and backlog drain time, coalescing on and off
-    "backlog_bench": ["backlog_bench_main.c", "peer.c", "pkt.c"],
+    "backlog_bench": ["backlog_bench_main.c", "backlog_peer.c", "backlog_pkt.c"],
 }
 # Included, not compiled on their own.
-TEST_HEADERS = ["pkt.h", "peer.h", "ksft_cli.h", "backlog_coalesce.c", "backlog_bench.c"]
+TEST_HEADERS = ["backlog_pkt.h", "backlog_peer.h", "ksft_cli.h", "backlog_coalesce.c",
+                "backlog_bench.c"]
+# Where the guest programs' sources are: the selftest's files under
+# their upstream names, and kgate's own beside them.
+GUEST = os.path.join(TOP, "guest")
 RECIPE = "2"
 
 
@@ -140,7 +144,7 @@ def test_cflags(cc):
 
 
 def _compile(cmd_head, prog, sources, dst, where):
-    srcs = [os.path.join(TOP, "tests", s) for s in sources]
+    srcs = [os.path.join(GUEST, s) for s in sources]
     tmp = dst + ".tmp"
     r = subprocess.run(cmd_head + ["-o", tmp] + srcs, capture_output=True, text=True)
     if r.returncode != 0:
@@ -182,7 +186,7 @@ def rootfs_key(tgt, bb_dir):
     _hash(h, RECIPE, read_text(os.path.join(bb_dir, ".kgate-key")), tool_version(tgt["cross_compile"] + "gcc"),
           kernel.source_id())  # the harness headers come from the kernel tree
     for s in sorted({s for v in TEST_PROGRAMS.values() for s in v} | set(TEST_HEADERS)):
-        with open(os.path.join(TOP, "tests", s), "rb") as f:
+        with open(os.path.join(GUEST, s), "rb") as f:
             _hash(h, s, f.read())
     _hash_tree(h, os.path.join(TOP, "rootfs", "files"))
     return h.hexdigest()

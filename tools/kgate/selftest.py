@@ -1,9 +1,8 @@
 """The backlog test in upstream form.
 
-patch(): a 'git format-patch' patch, generated from tests/, that adds
+patch(): a 'git format-patch' patch, generated from guest/, that adds
 the selftest to the kernel's tools/testing/selftests/net/: the test and
-its helpers (renamed with a backlog_ prefix, see SHIPPED), the
-Makefile lines that build it and the config options it needs.
+its helpers (SHIPPED, copied under their own names), the Makefile lines that build it and the config options it needs.
 
 check(): apply that patch to a fresh copy of the extracted kernel tree,
 build the test with the kernel's own net/Makefile and lib.mk, run it
@@ -37,19 +36,16 @@ def default_out():
     return os.path.join(out_dir(), PATCH_NAME)
 PROGRAM = "backlog_coalesce"
 
-# tests/ file -> its name in selftests/net/. net/ is one flat folder
-# shared by some 150 tests: bare peer.h and pkt.h would read as a
-# library of net/ itself and could collide with a later one, so the
-# helpers carry the test's prefix, as psock_lib.h or
-# ipv6_flowlabel_mgr.c do there. tests/ksft_cli.h and
-# tests/backlog_coalesce_main.c (kgate's command line) stay behind.
-SHIPPED = {
-    "backlog_coalesce.c": "backlog_coalesce.c",
-    "peer.c": "backlog_peer.c",
-    "peer.h": "backlog_peer.h",
-    "pkt.c": "backlog_pkt.c",
-    "pkt.h": "backlog_pkt.h",
-}
+# The guest/ files that go to selftests/net/, under the same names.
+# net/ is one flat folder shared by some 150 tests: bare peer.h and
+# pkt.h would read as a library of net/ itself and could collide with a
+# later one, so the helpers carry the test's prefix, as psock_lib.h or
+# ipv6_flowlabel_mgr.c do there. guest/ksft_cli.h and
+# guest/backlog_coalesce_main.c (kgate's command line), the benchmark
+# and test_pkt stay behind.
+GUEST = os.path.join(TOP, "guest")
+SHIPPED = ["backlog_coalesce.c", "backlog_peer.c", "backlog_peer.h", "backlog_pkt.c",
+           "backlog_pkt.h"]
 # What the shipped files may include with quotes besides each other.
 HARNESS_INCLUDES = {"../kselftest_harness.h", "../kselftest.h"}
 # The test's options; those net/config already has are not repeated.
@@ -98,11 +94,10 @@ case that could not observe what it depends on (the hold, a required
 merge, the fast path) SKIPs as inconclusive instead of passing.
 """
 
-# kgate's test-the-test hooks (tests/peer.h): whole blocks, never nested.
+# kgate's test-the-test hooks (guest/backlog_peer.h): whole blocks,
+# never nested.
 _FAULT_BLOCK = re.compile(r"^#ifdef KGATE_FAULTS\n(?:(?!#ifdef |#if |#endif).*\n)*?#endif\n", re.M)
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
-# A helper's file name as a word: peer.h, not test_peer.h or a/peer.h.
-_HELPER_NAME = re.compile(r"(?<![\w/.-])(peer|pkt)\.([ch])\b")
 
 
 class CheckFailed(Exception):
@@ -136,11 +131,11 @@ def identity():
 
 
 def patch_date():
-    """The author date: when the shipped tests/ files last changed in
+    """The author date: when the shipped guest/ files last changed in
     git (the same patch for the same history), else FALLBACK_DATE."""
     try:
         out = _git(["log", "-1", "--format=%cI", "--"]
-                   + [os.path.join("tests", f) for f in SHIPPED], TOP).stdout.strip()
+                   + [os.path.join("guest", f) for f in SHIPPED], TOP).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         out = ""
     return out or FALLBACK_DATE
@@ -149,26 +144,24 @@ def patch_date():
 def shipped_files():
     """{upstream name: text} of the test's files as they go upstream."""
     out = {}
-    for src, dst in SHIPPED.items():
-        text = read_text(os.path.join(TOP, "tests", src))
+    for name in SHIPPED:
+        text = read_text(os.path.join(GUEST, name))
         if text is None:
-            raise KgateError(f"tests/{src} is missing")
+            raise KgateError(f"guest/{name} is missing")
         # kgate's fault hooks stay behind (with the second of the blank
-        # lines around a block); otherwise only file names change:
-        # #include lines and mentions in comments.
-        text = re.sub(r"\n\n\n+", "\n\n", _FAULT_BLOCK.sub("", text))
-        out[dst] = _HELPER_NAME.sub(r"backlog_\1.\2", text)
-        left = re.search(r".*kgate.*", out[dst], re.I)
+        # lines around a block); the rest is copied as it is.
+        out[name] = re.sub(r"\n\n\n+", "\n\n", _FAULT_BLOCK.sub("", text))
+        left = re.search(r".*kgate.*", out[name], re.I)
         if left:
-            raise KgateError(f"tests/{src}: kgate's own name would go upstream: {left.group(0).strip()!r}"
+            raise KgateError(f"guest/{name}: kgate's own name would go upstream: {left.group(0).strip()!r}"
                              " (fault hooks belong in #ifdef KGATE_FAULTS ... #endif blocks)")
     for name, text in out.items():
         for inc in _INCLUDE.findall(text):
             if inc not in out and inc not in HARNESS_INCLUDES:
-                raise KgateError(f"tests/{name}: includes \"{inc}\", which does not go upstream "
+                raise KgateError(f"guest/{name}: includes \"{inc}\", which does not go upstream "
                                  f"(only {', '.join(sorted(out))} and the harness do)")
     if "TEST_HARNESS_MAIN" not in out["backlog_coalesce.c"]:
-        raise KgateError("tests/backlog_coalesce.c: no TEST_HARNESS_MAIN: not a selftest")
+        raise KgateError("guest/backlog_coalesce.c: no TEST_HARNESS_MAIN: not a selftest")
     return out
 
 
@@ -179,7 +172,7 @@ def _insert_after(text, anchor, new, what):
 
 
 def edit_makefile(text):
-    helpers = " ".join(n for n in SHIPPED.values() if n.endswith(".c") and n != PROGRAM + ".c")
+    helpers = " ".join(n for n in SHIPPED if n.endswith(".c") and n != PROGRAM + ".c")
     text = _insert_after(text, MAKEFILE_PROG_AFTER, f"TEST_GEN_PROGS += {PROGRAM}\n", "Makefile")
     return _insert_after(text, MAKEFILE_RULE_AFTER,
                          f"$(OUTPUT)/{PROGRAM}: {helpers}\n"

@@ -9,11 +9,11 @@ import sys
 import pytest
 import yaml
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
 
 from kgate import cli, common, figures, golden, kernel, lavalog, render, results, workspace  # noqa: E402
 
-DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data")
 ART = {"kernel": {"url": "file:///k/image", "sha256": "a" * 64},
        "rootfs": {"url": "file:///r/rootfs.cpio.gz", "sha256": "b" * 64},
        "build": {"cached": True, "kernel": 0.0, "rootfs": 0.0}}
@@ -80,7 +80,7 @@ def test_unknown_target_and_variant():
 def test_rendered_jobs_match_the_golden_files():
     """Every job and device as rendered now is the stored one: a change
     to a template, a target or a default must come with its diff under
-    tests/golden ('kgate.py golden --update')."""
+    tests/data/golden ('kgate.py golden --update')."""
     diff = golden.compare()
     assert not diff, "rendered jobs changed; review and run 'kgate.py golden --update':\n" + \
         "".join(diff[:60])
@@ -106,8 +106,8 @@ def test_golden_sees_a_changed_default_and_a_missing_file(tmp_path, monkeypatch)
         f.write("job_name: gone\n")
     monkeypatch.setitem(render.DEFAULTS, "priority", "high")
     diff = "".join(golden.compare(root))
-    assert "+++ b/tests/golden/devices/mips.yaml" in diff
-    assert "--- a/tests/golden/lab/stale-fixed.yaml" in diff and "+++ /dev/null" in diff
+    assert "+++ b/tests/data/golden/devices/mips.yaml" in diff
+    assert "--- a/tests/data/golden/lab/stale-fixed.yaml" in diff and "+++ /dev/null" in diff
     assert "-priority: medium\n+priority: high\n" in diff
     assert golden.update(root)[1] == 1
     assert golden.compare(root) == []
@@ -1579,7 +1579,7 @@ def test_the_command_line_expands_groups(monkeypatch):
 def test_the_control_is_named_in_one_place():
     """The known-bad control's name is common.KNOWN_BAD, nowhere else a
     literal in the tools."""
-    tools = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "kgate")
+    tools = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "kgate")
     found = []
     for name in sorted(os.listdir(tools)):
         if name.endswith(".py"):

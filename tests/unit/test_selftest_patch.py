@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-TOP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+TOP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 sys.path.insert(0, os.path.join(TOP, "tools"))
 
 from kgate import common, kernel, selftest  # noqa: E402
@@ -103,19 +103,19 @@ def test_patch_applies_to_the_tree(patch_bytes, source, tmp_path):
 
 
 def shipped_copy(tmp_path, monkeypatch):
-    """A copy of the shipped tests/ files that selftest reads instead."""
-    tests = tmp_path / "tests"
-    tests.mkdir()
+    """A copy of the shipped guest/ files that selftest reads instead."""
+    guest = tmp_path / "guest"
+    guest.mkdir()
     for name in selftest.SHIPPED:
-        shutil.copy(os.path.join(TOP, "tests", name), tests / name)
-    monkeypatch.setattr(selftest, "TOP", str(tmp_path))
-    return tests
+        shutil.copy(os.path.join(TOP, "guest", name), guest / name)
+    monkeypatch.setattr(selftest, "GUEST", str(guest))
+    return guest
 
 
 def test_kgate_only_include_is_refused(tmp_path, monkeypatch):
     tests = shipped_copy(tmp_path, monkeypatch)
     src = (tests / "backlog_coalesce.c").read_text()
-    src = src.replace('#include "pkt.h"', '#include "pkt.h"\n#include "ksft_cli.h"')
+    src = src.replace('#include "backlog_pkt.h"', '#include "backlog_pkt.h"\n#include "ksft_cli.h"')
     (tests / "backlog_coalesce.c").write_text(src)
     with pytest.raises(common.KgateError, match="ksft_cli.h"):
         selftest.shipped_files()
@@ -130,9 +130,9 @@ def test_patch_carries_no_kgate_names_or_fault_hooks(patch_bytes):
 
 def test_kgate_name_outside_a_fault_block_is_refused(tmp_path, monkeypatch):
     tests = shipped_copy(tmp_path, monkeypatch)
-    src = (tests / "peer.c").read_text()
+    src = (tests / "backlog_peer.c").read_text()
     assert "#ifdef KGATE_FAULTS" in src
     # The first fault block no longer marked as one: its hook would ship.
-    (tests / "peer.c").write_text(src.replace("#ifdef KGATE_FAULTS\n", "#if 1\n", 1))
+    (tests / "backlog_peer.c").write_text(src.replace("#ifdef KGATE_FAULTS\n", "#if 1\n", 1))
     with pytest.raises(common.KgateError, match="kgate's own name"):
         selftest.shipped_files()

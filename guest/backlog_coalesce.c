@@ -2,7 +2,7 @@
 /*
  * Every rule of TCP backlog coalescing (tcp_add_backlog()), for IPv4 and
  * IPv6, on connections whose remote end the test plays itself through
- * a tun device in a network namespace of its own (see peer.h).
+ * a tun device in a network namespace of its own (see backlog_peer.h).
  *
  * Segments are put into the socket backlog deterministically: a
  * receiver thread calls recv() for one byte into a page registered with
@@ -87,8 +87,8 @@
 #include <unistd.h>
 
 #include "../kselftest_harness.h"
-#include "peer.h"
-#include "pkt.h"
+#include "backlog_peer.h"
+#include "backlog_pkt.h"
 
 #define DEV_NAME	"blc0"
 #define LISTEN_PORT	5001

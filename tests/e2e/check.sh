@@ -13,12 +13,12 @@
 #  8. the x86_64 jobs on a real LAVA server with two workers
 #     (tools/lab-local.sh up 2), submitted and collected with lavacli:
 #     same verdicts as step 6, the two jobs at once on different workers
-#  9. bisect: tests/bisect/culprit-7 (12 patches) on x86_64 names patch 7
+#  9. bisect: tests/e2e/bisect/culprit-7 (12 patches) on x86_64 names patch 7
 # 10. debug kernel: x86_64's fixed kernel and its debug twin (KASAN,
 #     lockdep, ...) pass with clean logs; mutants 23 (a WARN_ON, plain
 #     kernel) and 24 (a use-after-free, debug kernel) are caught
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 PY=/usr/bin/python3
 native=build/native
 pass=0
@@ -74,14 +74,14 @@ if ! build_native; then
 	exit 1
 fi
 step pkt-unit "$native/test_pkt"
-step checkpatch sh tests/checkpatch.sh
+step checkpatch sh tests/e2e/checkpatch.sh
 step native-backlog native_backlog
 step native-bench native_bench
 # The test as it goes upstream: patch, kernel's own net/Makefile, run.
 step selftest-upstream $PY tools/kgate.py selftest-check
 step tooling env KGATE_NATIVE_TEST="$native/backlog_coalesce" \
 	KGATE_NATIVE_BENCH="$native/backlog_bench" \
-	KGATE_NATIVE_FAULTS="$native/backlog_coalesce_faults" $PY -m pytest -q tests/
+	KGATE_NATIVE_FAULTS="$native/backlog_coalesce_faults" $PY -m pytest -q tests/unit/
 step end-to-end end_to_end x86_64 mips
 
 lab_end_to_end() {
@@ -121,17 +121,17 @@ sys.exit(1 if diff or not pairs else 0)' "$local_run/results.json" build/runs/la
 
 # The local run the lab's verdicts must match (the bad days add runs).
 e2e_run=$(readlink -f build/runs/latest 2>/dev/null || true)
-step bad-days env KGATE_E2E=1 $PY -m pytest -q tests/test_bad_days.py
+step bad-days env KGATE_E2E=1 $PY -m pytest -q tests/e2e/test_bad_days.py
 step lab-end-to-end lab_end_to_end
 
 bisect_demo() {
 	# The README's demo: 12 patches on kernel/patches, the 7th brings
 	# back a Linux 5.0 rule; bisect must name it, verified, on x86_64.
-	$PY tools/kgate.py bisect --patches tests/bisect/culprit-7 x86_64 > build/bisect-demo.txt
+	$PY tools/kgate.py bisect --patches tests/e2e/bisect/culprit-7 x86_64 > build/bisect-demo.txt
 	rc=$?
 	cat build/bisect-demo.txt
 	[ "$rc" = 0 ] &&
-		grep -q '^First failing patch (7/12): tests/bisect/culprit-7/0007-' build/bisect-demo.txt
+		grep -q '^First failing patch (7/12): tests/e2e/bisect/culprit-7/0007-' build/bisect-demo.txt
 }
 step bisect-demo bisect_demo
 

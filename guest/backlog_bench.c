@@ -7,7 +7,7 @@
  * of N full-sized segments.
  *
  * Each test creates its own network namespace and a tap device and
- * plays the sender itself through the peer module (peer.h; 198.18.0.2,
+ * plays the sender itself through the peer module (backlog_peer.h; 198.18.0.2,
  * IPv4 only): it writes Ethernet frames into tap and reads the kernel's
  * ACKs from it. tap, not tun: written non-blocking, tap builds each skb
  * around a page fragment, as a NIC driver's build_skb() does, and only
@@ -83,8 +83,8 @@
 #include <unistd.h>
 
 #include "../kselftest_harness.h"
-#include "peer.h"
-#include "pkt.h"
+#include "backlog_peer.h"
+#include "backlog_pkt.h"
 
 #define DEV_NAME	"kgate1"
 #define LISTEN_PORT	5001

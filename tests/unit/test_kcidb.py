@@ -11,11 +11,11 @@ import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
 
 from kgate import cli, common, kcidb, kernel, results  # noqa: E402
 
-DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "kcidb")
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "kcidb")
 # A real run of x86_64 and mips, fixed and known-bad, its cases cut to a
 # few of each program (every figure and failure kept), with its patches.
 RUN = os.path.join(DATA, "run")

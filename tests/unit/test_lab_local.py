@@ -15,7 +15,7 @@ import time
 import pytest
 import yaml
 
-TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # KGATE_LAB_LOCAL_SH: another copy of the script to test (e.g. an older one).
 SCRIPT = os.environ.get("KGATE_LAB_LOCAL_SH", os.path.join(TOP, "tools", "lab-local.sh"))
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The remote TCP peer of the backlog tests: see peer.h.
+ * The remote TCP peer of the backlog tests: see backlog_peer.h.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -24,7 +24,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "peer.h"
+#include "backlog_peer.h"
 
 #define SYSCTL_PATH	"/proc/sys/net/ipv4/tcp_backlog_coalesce"
 

@@ -11,7 +11,7 @@ from test_tooling import cases
 from kgate import cli, common, kernel, render, results, workspace
 from kgate import run as runner
 
-README = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "README.md")
+README = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "README.md")
 
 
 def readme_table():

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-TOP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+TOP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 sys.path.insert(0, os.path.join(TOP, "tools"))
 
 from kgate import workspace  # noqa: E402

@@ -6,7 +6,7 @@ or M multiplier), a sign, trailing characters and values past the range
 are refused with one line naming the option and the value, exit status
 2 (usage), on 64- and 32-bit targets alike; valid values still go
 through (--list: parsed, nothing run). Two guards of kselftest's kind
-need the peer's test-the-test hooks (KGATE_FAULT, tests/peer.h) and
+need the peer's test-the-test hooks (KGATE_FAULT, guest/backlog_peer.h) and
 root, each test in its own network namespace: a write the device keeps
 refusing with EAGAIN ends its case inconclusive after PEER_RETRY_MS
 instead of spinning forever, and a held receiver that never returns is
@@ -27,7 +27,7 @@ import pytest
 
 from test_evidence import tap_results
 
-TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 ENV = {"test": "KGATE_NATIVE_TEST", "bench": "KGATE_NATIVE_BENCH",
        "faults": "KGATE_NATIVE_FAULTS"}
 NATIVE = {"test": "backlog_coalesce", "bench": "backlog_bench",

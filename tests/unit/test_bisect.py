@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tools"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tools"))
 from kgate import bisect, results  # noqa: E402
 
 G, B, S = bisect.GOOD, bisect.BAD, bisect.SKIP

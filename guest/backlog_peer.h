@@ -32,7 +32,7 @@
 #include <sys/types.h>
 #include <time.h>
 
-#include "pkt.h"
+#include "backlog_pkt.h"
 
 #define PEER_LOCAL4	0xc6120001u	/* 198.18.0.1: the kernel under test */
 #define PEER_REMOTE4	0xc6120002u	/* 198.18.0.2: played by the test */

@@ -4,13 +4,13 @@
 # the "good" end, tagged kgate-fixed), then a candidate series (one
 # commit each, with its author and subject; the "bad" end is HEAD).
 #
-#   tests/bisect/make-tree.sh tests/bisect/culprit-7 /tmp/demo-tree
+#   tests/e2e/bisect/make-tree.sh tests/e2e/bisect/culprit-7 /tmp/demo-tree
 #   tools/kgate.py bisect --source /tmp/demo-tree --good kgate-fixed --bad HEAD x86_64
 set -eu
 [ $# -eq 2 ] || { echo "usage: $0 SERIES-DIR OUT-DIR" >&2; exit 2; }
 series=$(realpath "$1")
 out=$2
-top=$(dirname "$(dirname "$(dirname "$(realpath "$0")")")")
+top=$(dirname "$(dirname "$(dirname "$(dirname "$(realpath "$0")")")")")
 [ ! -e "$out" ] || { echo "$0: $out exists" >&2; exit 2; }
 src=$(/usr/bin/python3 "$top/tools/kgate.py" source)
 tmp="$out.tmp$$"

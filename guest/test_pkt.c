@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Unit tests of pkt.c: checksums, byte order and layout, options, and
+ * Unit tests of backlog_pkt.c: checksums, byte order and layout, options, and
  * rejection of damaged packets. KTAP output; runs natively and in a
  * guest (the layout checks are byte by byte, so they hold on either
  * byte order).
@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "pkt.h"
+#include "backlog_pkt.h"
 
 static int num, failed;
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tools"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tools"))
 from kgate import cli, common, render, results, workspace  # noqa: E402
 from kgate import run as runner  # noqa: E402
 

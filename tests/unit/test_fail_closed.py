@@ -23,7 +23,7 @@ from test_tooling import ALL_BAD, cases
 from kgate import cli, common, kernel, lab, render, results, workspace
 from kgate import run as runner
 
-TOP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+TOP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 KGATE = [sys.executable, os.path.join(TOP, "tools", "kgate.py")]
 CODES = dict(results.EXIT_CODES)
 

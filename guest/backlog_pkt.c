@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "pkt.h"
+#include "backlog_pkt.h"
 
 void pkt_put16(uint8_t *p, uint16_t v)
 {

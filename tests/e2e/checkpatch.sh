@@ -3,7 +3,7 @@
 # patches and on the C test programs. Commit ids in the messages are
 # upstream ones; the extracted tree has no git history to look them up.
 set -eu
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 src=$(/usr/bin/python3 tools/kgate.py source)
 cp="$src/scripts/checkpatch.pl"
 status=0
@@ -14,7 +14,7 @@ for p in $(sed 's|^|kernel/patches/|' kernel/patches/series) $(sed 's|^|kernel/r
 	"$cp" --strict --no-tree --ignore UNKNOWN_COMMIT_ID -q - < "$p" || status=1
 	echo "checkpatch: $p"
 done
-for f in tests/*.c tests/*.h; do
+for f in guest/*.c guest/*.h; do
 	"$cp" --no-tree -f -q "$f" || status=1
 	echo "checkpatch: $f"
 done

@@ -1,5 +1,5 @@
 """No pass without evidence: the backlog test, built with the peer's
-test-the-test hooks (KGATE_FAULT, tests/peer.h), must turn every missing
+test-the-test hooks (KGATE_FAULT, guest/backlog_peer.h), must turn every missing
 piece of evidence into a skip "inconclusive: ..." or a failure, never a
 pass. Runs natively as root (each test in its own network namespace);
 KGATE_NATIVE_FAULTS names the binary ('kgate.py native' builds it)."""

@@ -1,5 +1,5 @@
 """The mutation check: the mutants themselves and the verdict logic
-(run with /usr/bin/python3 -m pytest -q tests/test_mutants.py)."""
+(run with /usr/bin/python3 -m pytest -q tests/unit/test_mutants.py)."""
 import difflib
 import json
 import os
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
 
 from kgate import common, kernel, mutants, render, results, workspace  # noqa: E402
 from kgate import run as runner  # noqa: E402
