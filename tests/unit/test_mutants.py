@@ -12,7 +12,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
 
-from kgate import common, kernel, mutants, render, results, workspace  # noqa: E402
+from kgate import common, kernel, mutants, render, results  # noqa: E402
 from kgate import run as runner  # noqa: E402
 
 TCP_IPV4 = "net/ipv4/tcp_ipv4.c"
@@ -22,7 +22,7 @@ MUTANTS = mutants.load()
 # --- the mutants -----------------------------------------------------------
 
 def test_series_lists_every_mutant_file():
-    folder = os.path.join(kernel.KERNEL_DIR, "mutants")
+    folder = kernel.kernel_series().mutants
     on_disk = sorted(f for f in os.listdir(folder) if f.endswith(".patch"))
     assert [os.path.basename(m["path"]) for m in MUTANTS] == on_disk
     assert len(MUTANTS) >= 20
@@ -54,8 +54,8 @@ def _patch(args, cwd):
 def fixed_tree(tmp_path_factory):
     """The files kernel/patches touches, from the pristine tree, with
     kernel/patches applied: the base every mutant goes on."""
-    if not os.path.isfile(workspace.current().tarball):
-        pytest.skip(f"{workspace.current().tarball} missing (make deps)")
+    if not os.path.isfile(kernel.kernel_series().tarball):
+        pytest.skip(f"{kernel.kernel_series().tarball} missing (make deps)")
     src = kernel.pristine()
     root = tmp_path_factory.mktemp("fixed")
     series = kernel.series("patches")

@@ -25,7 +25,7 @@ def cmd_list(args):
 
 
 def cmd_packages(args):
-    pkgs = []
+    pkgs = [s.package for s in kernel.load_series()[1].values()]
     for row in load_targets().values():
         for key in ("gcc_package", "libc_package", "qemu_package", "firmware_package"):
             if row.get(key) and row[key] not in pkgs:

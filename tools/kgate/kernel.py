@@ -1,4 +1,5 @@
-"""Build a kernel per (target, variant) from Debian's linux-source-6.1.
+"""Build a kernel per (target, variant) from a kernel series
+(kernel/series.yaml: Debian's linux-source-6.1 and our patches).
 
 Layout under build/:
   src/pristine/              the extracted Debian tree (never modified)
@@ -15,6 +16,7 @@ Layout under build/:
   kernels/<target>/<variant>/ image, config, the cache key and the build's
                              timing
 """
+import dataclasses
 import datetime
 import fcntl
 import hashlib
@@ -26,19 +28,75 @@ import shutil
 import subprocess
 import time
 
+import yaml
+
 from . import workspace
 from .common import (CANDIDATE, DEBUG_SUFFIX, KNOWN_BAD, TOP, CandidateError, InfraError,
-                     KgateError, atomic_copy, atomic_write, base_variant, check_variant, clean_env,
-                     is_debug, log, need_tools, read_text, run_logged, target, tool_version)
+                     KgateError, StrictYamlLoader, atomic_copy, atomic_write, base_variant,
+                     check_variant, clean_env, is_debug, log, need_tools, read_text, run_logged,
+                     target, tool_version)
 
 KERNEL_DIR = os.path.join(TOP, "kernel")
+SERIES_FILE = os.path.join(KERNEL_DIR, "series.yaml")
 # Bump when the way kernels are built changes, so cached images are redone.
 BUILD_RECIPE = "2"
+# What kernel/series.yaml says of each series: the Debian package and
+# its tarball, and the folders under kernel/ (see that file).
+SERIES_KEYS = ("package", "tarball", "patches", "control", "mutants", "configs")
+SERIES_FOLDERS = ("patches", "control", "mutants", "configs")
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelSeries:
+    name: str
+    package: str
+    tarball: str
+    patches: str   # folders, absolute
+    control: str
+    mutants: str
+    configs: str
+
+
+def load_series(path=None):
+    """kernel/series.yaml, checked: (default name, {name: KernelSeries})."""
+    path = path or SERIES_FILE
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.load(f, Loader=StrictYamlLoader)  # noqa: S506 - a SafeLoader
+    except (OSError, yaml.YAMLError) as e:
+        raise KgateError(f"{path}: {e}") from None
+    rows = data.get("series") if isinstance(data, dict) else None
+    if not isinstance(rows, dict) or not rows or data.get("default") not in rows:
+        raise KgateError(f"{path}: wants 'series' (name: fields) and a 'default' among them")
+    out = {}
+    for name, row in rows.items():
+        if not isinstance(row, dict) or sorted(row) != sorted(SERIES_KEYS) or \
+                not all(isinstance(row[k], str) and row[k] for k in SERIES_KEYS):
+            raise KgateError(f"{path}: series {name!r} wants exactly {', '.join(SERIES_KEYS)}")
+        folders = {k: os.path.join(os.path.dirname(path), row[k]) for k in SERIES_FOLDERS}
+        out[str(name)] = KernelSeries(name=str(name), package=row["package"],
+                                      tarball=row["tarball"], **folders)
+    return data["default"], out
+
+
+def kernel_series():
+    """The series in use: the workspace's (KGATE_SERIES), else the
+    default; its tarball replaced by KGATE_KERNEL_TARBALL if given."""
+    ws = workspace.current()
+    default, known = load_series()
+    name = ws.series or default
+    if name not in known:
+        raise KgateError(f"unknown kernel series {name!r} (KGATE_SERIES); kernel/series.yaml "
+                         f"has: {', '.join(known)}")
+    s = known[name]
+    return dataclasses.replace(s, tarball=ws.tarball) if ws.tarball else s
 
 
 def series(kind):
-    """Return the patch files listed in kernel/<kind>/series, in order."""
-    base = os.path.join(KERNEL_DIR, kind)
+    """Return the patch files of the series in use: kind 'patches' (the
+    fixed kernel), 'control' (the known-bad twin's on top) or 'mutants',
+    as its folder's 'series' file lists them, in order."""
+    base = getattr(kernel_series(), kind)
     text = read_text(os.path.join(base, "series"))
     if text is None:
         raise KgateError(f"missing {base}/series")
@@ -202,7 +260,7 @@ def variant_patches(variant, cand=NO_CANDIDATE):
         return series("patches") + cand.patch_files()
     patches = series("patches")
     if variant == KNOWN_BAD:
-        patches += series("regressions")
+        patches += series("control")
     return patches
 
 
@@ -225,7 +283,7 @@ def _tree_fingerprint(root):
 def debug_fragment(tgt_name):
     """A target's own debug lines (KASAN where the arch has it under
     TCG); a target without this file has no debug kernel."""
-    return os.path.join(KERNEL_DIR, "configs", f"{tgt_name}.debug.config")
+    return os.path.join(kernel_series().configs, f"{tgt_name}.debug.config")
 
 
 def has_debug(tgt_name):
@@ -233,13 +291,13 @@ def has_debug(tgt_name):
 
 
 def fragments(tgt, variant="fixed"):
-    paths = [os.path.join(KERNEL_DIR, "configs", "base.config"),
-             os.path.join(KERNEL_DIR, "configs", f"{tgt['name']}.config")]
+    configs = kernel_series().configs
+    paths = [os.path.join(configs, "base.config"), os.path.join(configs, f"{tgt['name']}.config")]
     if is_debug(variant):
         if not has_debug(tgt["name"]):
             raise KgateError(f"{tgt['name']} has no debug kernel: no "
                              f"{os.path.relpath(debug_fragment(tgt['name']), TOP)}")
-        paths += [os.path.join(KERNEL_DIR, "configs", "debug.config"), debug_fragment(tgt["name"])]
+        paths += [os.path.join(configs, "debug.config"), debug_fragment(tgt["name"])]
     for p in paths:
         if not os.path.isfile(p):
             raise KgateError(f"missing config fragment {p}")
@@ -255,7 +313,7 @@ def _hash_files(h, paths):
 
 
 def source_id():
-    tarball = workspace.current().tarball
+    tarball = kernel_series().tarball
     st = os.stat(tarball)
     return f"{os.path.basename(tarball)}:{st.st_size}:{int(st.st_mtime)}"
 
@@ -294,9 +352,10 @@ def pristine():
     stamp = os.path.join(dst, ".kgate-source")
     if read_text(stamp) == source_id():
         return dst
-    tarball = workspace.current().tarball
+    s = kernel_series()
+    tarball = s.tarball
     if not os.path.isfile(tarball):
-        raise KgateError(f"{tarball} not found (install linux-source-6.1: 'make deps')")
+        raise KgateError(f"{tarball} not found (install {s.package}: 'make deps')")
     tmp = dst + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.rmtree(dst, ignore_errors=True)

@@ -27,7 +27,7 @@ from .workspace import new_out_dir
 from .common import (CANDIDATE, TOP, KgateError, atomic_copy, atomic_write, debug_twin,
                      format_table, log)
 
-KIND = "mutants"  # kernel/mutants/series
+KIND = "mutants"  # the series' mutants (kernel/series.yaml), kernel/mutants/series
 DEFAULT_TARGETS = ["x86_64"]
 SCHEMA_VERSION = 1
 

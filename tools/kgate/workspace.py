@@ -1,7 +1,7 @@
 """Where kgate keeps what it builds, runs and serves.
 
 One Workspace is made by cli.main from the environment (KGATE_BUILD,
-KGATE_JOBS, KGATE_KERNEL_TARBALL) and installed with use(); every module
+KGATE_JOBS, KGATE_SERIES, KGATE_KERNEL_TARBALL) and installed with use(); every module
 asks current() when a function runs, never at import. So a test, or a
 tool driving two workspaces, installs another one with one call instead
 of patching a copy of a path in each module.
@@ -20,22 +20,24 @@ import datetime
 import os
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DEFAULT_TARBALL = "/usr/src/linux-source-6.1.tar.xz"
 
 
 @dataclasses.dataclass(frozen=True)
 class Workspace:
     build: str
     jobs: str
-    # The kernel source the kernel series apply to.
-    tarball: str = DEFAULT_TARBALL
+    # The kernel series (kernel/series.yaml; None: its default) and a
+    # tarball to use instead of the series' own.
+    series: str = None
+    tarball: str = None
 
     @classmethod
     def from_env(cls, environ=None):
         env = os.environ if environ is None else environ
         return cls(build=os.path.abspath(env.get("KGATE_BUILD") or os.path.join(TOP, "build")),
                    jobs=os.path.abspath(env.get("KGATE_JOBS") or os.path.join(TOP, "jobs")),
-                   tarball=env.get("KGATE_KERNEL_TARBALL") or DEFAULT_TARBALL)
+                   series=env.get("KGATE_SERIES") or None,
+                   tarball=env.get("KGATE_KERNEL_TARBALL") or None)
 
     @classmethod
     def under(cls, folder, **kw):
