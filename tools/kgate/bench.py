@@ -117,7 +117,7 @@ def targets_table(names, doc):
     """Per target: builds as recorded, and the jobs of run doc."""
     jobs = {(j["target"], j["variant"]): j for j in (doc or {}).get("jobs", [])}
     heads = ["target", "kernel cold", "files", "known-bad on top", "files", "initramfs",
-             "boot", "backlog_coalesce", "bench", "job fixed", "job known-bad"]
+             "boot", results.TEST, "bench", "job fixed", "job known-bad"]
     rows = []
     for name in names:
         cold = kernel.build_record(name, "fixed", "cold") or {}
@@ -130,7 +130,7 @@ def targets_table(names, doc):
             _fmt(_secs(os.path.join(os.path.dirname(rootfs.rootfs_path(name)),
                                     "build-seconds"))),
             _fmt((fixed.get("timing") or {}).get("boot")),
-            _fmt(progs.get("backlog_coalesce")), _fmt(progs.get("backlog_bench")),
+            _fmt(progs.get(results.TEST)), _fmt(progs.get(results.BENCH)),
             _fmt(fixed.get("seconds")), _fmt(jobs.get((name, KNOWN_BAD), {}).get("seconds")),
         ])
     return format_table(heads, rows)

@@ -5,13 +5,16 @@ import re
 import jinja2
 import yaml
 
-from . import workspace
+from . import suite, workspace
 from .common import (ALL_VARIANTS, KNOWN_BAD, TOP, KgateError, atomic_write, check_variant,
                      is_debug, target)
 
 TEMPLATES = os.path.join(TOP, "templates")
 PROMPT = "kgate# "
 
+# The suite the jobs run: its programs become the steps of its test
+# definitions.
+SUITE = suite.load()
 DEFAULTS = {
     "device_type": "qemu",
     "job_prefix": "kgate ",
@@ -19,9 +22,9 @@ DEFAULTS = {
     "visibility": "public",
     "tags": [],
     "timeouts": {"job": 15, "action": 3, "deploy": 2, "boot": 2, "test": 3, "bench": 6},
-    # guest/backlog_bench in the guest (bulk goodput and backlog drain,
-    # coalescing on and off); None leaves it out of the job.
-    "bench_args": "--reps 11 --bulk-bytes 16M --drain 0,100,1000",
+    # The suite's benchmark's command line (suites/backlog.yaml); None
+    # leaves the benchmark out of the job.
+    "bench_args": SUITE.bench.args if SUITE.bench else None,
 }
 # The benchmark measures kernels meant to ship, not the known-bad control.
 NO_BENCH_VARIANTS = (KNOWN_BAD,)
@@ -126,6 +129,7 @@ def job_values(tgt, variant, kernel, rootfs, bench=True, **overrides):
         # Overridable for the tests of bad days (a guest that panics).
         "kernel_cmdline": overrides.get("kernel_cmdline") or kernel_cmdline(tgt),
         "prompt": PROMPT,
+        "suite": SUITE,
         "qemu_extra": qemu_extra(tgt),
     })
     return vals

@@ -115,8 +115,10 @@ def fmt_seconds(v, unit="s"):
 def phases_table(doc):
     """Where each job of a run spent its time (job['timing'])."""
     f = fmt_seconds
-    heads = ["job", "queued", "kernel build", "deploy", "boot", "test_pkt", "backlog_coalesce",
-             "bench", "kernel log", "finalize", "lava-run other", "total"]
+    progs = [p.name for p in results.SUITE.programs]
+    heads = (["job", "queued", "kernel build", "deploy", "boot"] +
+             ["bench" if n == results.BENCH else n for n in progs] +
+             ["kernel log", "finalize", "lava-run other", "total"])
     rows = []
     for j in doc.get("jobs", []):
         t = j.get("timing") or {}
@@ -124,9 +126,8 @@ def phases_table(doc):
         b = t.get("build", {})
         built = "cached" if b.get("cached") else f(b.get("kernel"))
         rows.append([f"{j['target']}/{j['variant']}", f(t.get("queued")), built,
-                     f(t.get("deploy")), f(t.get("boot")), f(p.get("test_pkt")),
-                     f(p.get("backlog_coalesce")), f(p.get("backlog_bench")),
-                     f(p.get("kgate-kernel-log")), f(t.get("finalize")),
+                     f(t.get("deploy")), f(t.get("boot"))] + [f(p.get(n)) for n in progs] +
+                    [f(p.get("kgate-kernel-log")), f(t.get("finalize")),
                      f(t.get("lava_overhead")), f(j.get("seconds"))])
     return format_table(heads, rows)
 

@@ -7,35 +7,34 @@ import statistics
 from .common import (ALL_VARIANTS, DEBUG_VARIANTS, KNOWN_BAD, KgateError, atomic_write,
                      format_table)
 from .lavalog import KERNEL_LOG_CASE
+from .suite import load as load_suite
 
-# What the guest reports for each job: guest/backlog_coalesce --list,
-# the harness's fixture.variant.test names (family x mode x case, in
-# that order), plus the runner's own '<program>-run' case. A unit test
-# keeps this in step with the program.
-FIXTURE = "backlog"
-FAMILIES = ["ipv4", "ipv6"]
-MODES = ["", "_off", "_ctl"]
-BASE_CASES = ["data_data", "data_psh", "data_fin", "data_rst", "data_synack", "data_noack",
-              "noack_data", "data_urg", "data_ece", "data_cwr", "opts_data", "data_tsval",
-              "opts_opts", "data_tos", "data_gap", "data_csum", "end_seq", "ack_new", "ack_old",
-              "window", "rx_tstamp", "flood"]
-GUEST_CASES = [f"{FIXTURE}.{fam}{mode}.{case}" for fam in FAMILIES for mode in MODES
-               for case in BASE_CASES]
-RUN_CASE = "backlog_coalesce-run"
+# The suite every job runs (suites/backlog.yaml): what the guest reports
+# for each job and how it is judged.
+SUITE = load_suite()
+# The test program's cases (backlog_coalesce --list: the harness's
+# fixture.variant.test names), plus each program's own '<program>-run'.
+FIXTURE = SUITE.fixture
+GUEST_CASES = list(SUITE.cases)
+TEST = SUITE.test.name
+RUN_CASE = SUITE.test.run_case
 # Every job also has the kernel-log case (lavalog.py): a splat in the
 # kernel's log fails the kernel under test like a guest case.
 JUDGED_CASES = GUEST_CASES + [KERNEL_LOG_CASE]
-# guest/test_pkt in the guest: its cases plus its '-run' case.
-UNIT_RUN_CASE = "test_pkt-run"
+# The unit program (test_pkt in the guest): its cases plus its '-run' case.
+UNIT = SUITE.unit.name
+UNIT_RUN_CASE = SUITE.unit.run_case
 # The cases the known-bad kernel must fail for the gate to count as
 # having caught the Linux 5.0 regression (held socket, coalescing on).
-KNOWN_BAD_MUST_FAIL = [f"{FIXTURE}.{fam}.{case}" for fam in FAMILIES
-                       for case in ("data_fin", "data_rst", "data_noack")]
-# guest/backlog_bench, in its own test definition: two tests (fixture
-# bench), its '-run' case, and figures (cases carrying a measurement).
-BENCH_DEFINITION = "kgate-bench"
-BENCH_CASES = ["bench.bulk", "bench.drain"]
-BENCH_RUN_CASE = "backlog_bench-run"
+KNOWN_BAD_MUST_FAIL = list(SUITE.control_must_fail)
+# The benchmark (backlog_bench in the guest), in its own test
+# definition: its cases, its '-run' case, and figures (cases carrying a
+# measurement).
+BENCH = SUITE.bench.name
+BENCH_DEFINITION = SUITE.bench.definition
+BENCH_CASES = list(SUITE.bench.cases)
+BENCH_RUN_CASE = SUITE.bench.run_case
+
 SCHEMA_VERSION = 1
 
 # Job verdicts
@@ -131,7 +130,7 @@ def _stopped_program(all_cases, errors):
     by_name = by_result(all_cases)
     # a program that reported its own failure before the job broke off
     if by_name.get(RUN_CASE) == "fail":
-        return "backlog_coalesce crashed, bailed out or reported fewer cases than planned"
+        return f"{TEST} crashed, bailed out or reported fewer cases than planned"
     if by_name.get(BENCH_RUN_CASE) == "fail" and any(is_bench(c) for c in all_cases):
         return "the benchmark crashed, bailed out or reported fewer cases than planned"
     timeout = next((e for e in errors if SHELL_TIMEOUT.search(e)), None)
@@ -141,10 +140,10 @@ def _stopped_program(all_cases, errors):
         return None
     if RUN_CASE not in by_name:
         seen = sum(c in by_name for c in GUEST_CASES)
-        return (f"backlog_coalesce stopped after {seen} of {len(GUEST_CASES)} results on this "
+        return (f"{TEST} stopped after {seen} of {len(GUEST_CASES)} results on this "
                 f"kernel ({timeout})")
     if any(is_bench(c) for c in all_cases) and BENCH_RUN_CASE not in by_name:
-        return f"backlog_bench never finished on this kernel ({timeout})"
+        return f"{BENCH} never finished on this kernel ({timeout})"
     return None
 
 
@@ -254,13 +253,13 @@ def _gate_verdict(variant, health, cases):
     # known-bad control is caught by its cases alone.
     failed = [c for c in (JUDGED_CASES if judged else GUEST_CASES) if by_name.get(c) == "fail"]
     trouble = ("job incomplete" if health != "complete" else
-               "backlog_coalesce crashed, bailed out or reported fewer cases than planned"
+               f"{TEST} crashed, bailed out or reported fewer cases than planned"
                if by_name.get(RUN_CASE) == "fail" else "")
     # A case that failed on the kernel under test decides, whatever
     # happened after it (or before: more failures never make a better
     # verdict).
     if judged and failed:
-        also = trouble or ("test_pkt crashed or reported fewer cases than planned"
+        also = trouble or (f"{UNIT} crashed or reported fewer cases than planned"
                            if by_name.get(UNIT_RUN_CASE) == "fail" else "")
         return REGRESSION, f"failed: {', '.join(failed)}" + (f"; then {also}" if also else "")
     if health != "complete":
@@ -271,7 +270,7 @@ def _gate_verdict(variant, health, cases):
         return (ERROR if judged else INFRA), trouble
     if by_name.get(UNIT_RUN_CASE) == "fail":
         # Our packet code's unit tests barely touch the kernel.
-        return INFRA, "test_pkt crashed or reported fewer cases than planned"
+        return INFRA, f"{UNIT} crashed or reported fewer cases than planned"
     if missing:
         return INFRA, f"results missing: {', '.join(missing)}"
     unit_failed = [c for c, r in by_name.items()

@@ -15,28 +15,18 @@ import subprocess
 import tempfile
 import time
 
-from . import kernel
+from . import kernel, suite
 from . import workspace
 from .common import (TOP, InfraError, KgateError, atomic_copy, atomic_write, clean_env, log,
                      need_tools, read_text, run_logged, target, tool_version)
 
-TEST_PROGRAMS = {
-    # program: its C sources under guest/. backlog_coalesce is the
-    # selftest backlog_coalesce.c (included by its _main.c wrapper,
-    # which adds ksft_cli.h's command line over 6.1's harness).
-    "backlog_coalesce": ["backlog_coalesce_main.c", "backlog_peer.c", "backlog_pkt.c"],
-    # the packet code's unit tests, run on every guest: byte order is
-    # only really tested on a big-endian one
-    "test_pkt": ["test_pkt.c", "backlog_pkt.c"],
-    # receive goodput and backlog drain time, coalescing on and off
-    "backlog_bench": ["backlog_bench_main.c", "backlog_peer.c", "backlog_pkt.c"],
-}
+# The guest programs and what they are built from: the suite's
+# (suites/backlog.yaml), sources under guest/.
+SUITE = suite.load()
+TEST_PROGRAMS = {p.name: list(p.sources) for p in SUITE.programs}
 # Included, not compiled on their own.
-TEST_HEADERS = ["backlog_pkt.h", "backlog_peer.h", "ksft_cli.h", "backlog_coalesce.c",
-                "backlog_bench.c"]
-# Where the guest programs' sources are: the selftest's files under
-# their upstream names, and kgate's own beside them.
-GUEST = os.path.join(TOP, "guest")
+TEST_HEADERS = list(SUITE.headers)
+GUEST = suite.GUEST
 RECIPE = "2"
 
 
@@ -164,7 +154,7 @@ def build_tests(tgt):
 
 # The native build adds a copy of backlog_coalesce with the peer's
 # test-the-test hooks (KGATE_FAULT=...; never in a guest).
-FAULTS_PROGRAM = "backlog_coalesce_faults"
+FAULTS_PROGRAM = SUITE.test.name + "_faults"
 
 
 def build_native(outdir):
@@ -176,7 +166,7 @@ def build_native(outdir):
     out = {prog: _compile(head, prog, sources, os.path.join(outdir, prog), "this machine")
            for prog, sources in TEST_PROGRAMS.items()}
     out[FAULTS_PROGRAM] = _compile(head + ["-DKGATE_FAULTS"], FAULTS_PROGRAM,
-                                   TEST_PROGRAMS["backlog_coalesce"],
+                                   TEST_PROGRAMS[SUITE.test.name],
                                    os.path.join(outdir, FAULTS_PROGRAM), "this machine")
     return out
 

@@ -1,0 +1,139 @@
+"""A test suite as data: suites/<name>.yaml says which guest programs
+it has (sources under guest/, each with a role: unit, test, bench),
+the cases its test program reports, the cases the known-bad control
+must fail, and its LAVA test definitions. rootfs builds the programs,
+render writes the steps, results judges the cases from it; see
+suites/backlog.yaml for the fields."""
+import dataclasses
+import os
+
+import yaml
+
+from .common import TOP, KgateError, StrictYamlLoader
+
+SUITES = os.path.join(TOP, "suites")
+GUEST = os.path.join(TOP, "guest")
+DEFAULT = "backlog"
+ROLES = ("unit", "test", "bench")
+_KEYS = {"name", "title", "definition", "description", "programs", "headers", "cases",
+         "control_must_fail"}
+_PROGRAM_KEYS = {"unit": {"role", "sources"}, "test": {"role", "sources"},
+                 "bench": {"role", "sources", "args", "definition", "description", "cases"}}
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    name: str
+    role: str
+    sources: tuple
+    args: str = None          # bench: its command line in the job
+    definition: str = None    # bench: its own test definition
+    description: str = None
+    cases: tuple = ()         # bench: the cases it reports
+
+    @property
+    def run_case(self):
+        """The case the program's runner reports for the program itself."""
+        return f"{self.name}-run"
+
+
+@dataclasses.dataclass(frozen=True)
+class Suite:
+    name: str
+    title: str
+    definition: str
+    description: str
+    programs: tuple           # Program, in the order a job runs them
+    headers: tuple
+    cases: tuple              # the test program's cases, in --list order
+    fixture: str
+    control_must_fail: tuple
+
+    def role(self, role):
+        """The suite's one program of that role (None if it has none)."""
+        return next((p for p in self.programs if p.role == role), None)
+
+    @property
+    def test(self):
+        return self.role("test")
+
+    @property
+    def unit(self):
+        return self.role("unit")
+
+    @property
+    def bench(self):
+        return self.role("bench")
+
+    @property
+    def sources(self):
+        """Every file under guest/ the suite's programs are built from."""
+        return sorted({s for p in self.programs for s in p.sources} | set(self.headers))
+
+
+def _fail(path, what):
+    raise KgateError(f"{os.path.relpath(path, TOP)}: {what}")
+
+
+def _names(path, value, what):
+    if not isinstance(value, list) or not value or \
+            not all(isinstance(v, str) and v for v in value) or len(set(value)) != len(value):
+        _fail(path, f"{what} wants a list of distinct names")
+    return tuple(value)
+
+
+def load(name=DEFAULT, folder=None):
+    """suites/<name>.yaml, checked."""
+    path = os.path.join(folder or SUITES, f"{name}.yaml")
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.load(f, Loader=StrictYamlLoader)  # noqa: S506 - a SafeLoader
+    except (OSError, yaml.YAMLError) as e:
+        raise KgateError(f"suite {name!r}: {e}") from None
+    if not isinstance(data, dict) or set(data) != _KEYS:
+        _fail(path, f"wants exactly {', '.join(sorted(_KEYS))}")
+    if data["name"] != name:
+        _fail(path, f"names itself {data['name']!r}")
+    for key in ("title", "definition", "description"):
+        if not isinstance(data[key], str) or not data[key]:
+            _fail(path, f"{key} wants text")
+    if not isinstance(data["programs"], dict) or not data["programs"]:
+        _fail(path, "programs wants name: fields")
+    programs = []
+    for prog, row in data["programs"].items():
+        role = row.get("role") if isinstance(row, dict) else None
+        if role not in ROLES or set(row) != _PROGRAM_KEYS[role]:
+            _fail(path, f"program {prog!r} wants a role ({', '.join(ROLES)}) and exactly "
+                  f"{', '.join(sorted(_PROGRAM_KEYS.get(role, {'role', 'sources'})))}")
+        fields = {k: v for k, v in row.items() if k not in ("role", "sources", "cases")}
+        for k, v in fields.items():
+            if not isinstance(v, str) or not v:
+                _fail(path, f"program {prog!r}: {k} wants text")
+        programs.append(Program(name=str(prog), role=role,
+                                sources=_names(path, row["sources"], f"{prog}'s sources"),
+                                cases=_names(path, row["cases"], f"{prog}'s cases")
+                                if "cases" in row else (), **fields))
+    for role in ("unit", "test"):
+        if sum(p.role == role for p in programs) != 1:
+            _fail(path, f"wants one {role} program")
+    if sum(p.role == "bench" for p in programs) > 1:
+        _fail(path, "wants at most one bench program")
+    cases = data["cases"]
+    if not isinstance(cases, dict) or set(cases) != {"fixture", "variants", "tests"} or \
+            not isinstance(cases["fixture"], str):
+        _fail(path, "cases wants fixture, variants and tests")
+    names = tuple(f"{cases['fixture']}.{v}.{t}"
+                  for v in _names(path, cases["variants"], "cases' variants")
+                  for t in _names(path, cases["tests"], "cases' tests"))
+    must = _names(path, data["control_must_fail"], "control_must_fail")
+    if not set(must) <= set(names):
+        _fail(path, f"control_must_fail names cases the test does not report: "
+              f"{', '.join(sorted(set(must) - set(names)))}")
+    out = Suite(name=name, title=data["title"], definition=data["definition"],
+                description=data["description"], programs=tuple(programs),
+                headers=_names(path, data["headers"], "headers"), cases=names,
+                fixture=cases["fixture"], control_must_fail=must)
+    for src in out.sources:
+        if os.path.basename(src) != src:
+            _fail(path, f"{src}: a file directly under guest/")
+    return out
