@@ -8,17 +8,18 @@ programs, each run's wall time). With --cold it removes every build
 output and the ccache, runs the matrix from nothing, then again warm,
 and records both in build/bench/cold.json.
 """
+import datetime
 import json
 import os
 import shutil
 import time
 
-from . import kernel, results, rootfs
+from . import figures, kernel, results, rootfs
 from .reports import fmt_seconds as _fmt, phases_table
 from . import run as runner
 from . import workspace
-from .common import (CANDIDATE, KNOWN_BAD, VARIANTS, atomic_write, default_targets,
-                     format_table, log, read_text)
+from .common import (CANDIDATE, KNOWN_BAD, VARIANTS, KgateError, atomic_write, default_targets,
+                     format_table, log, read_text, tool_version)
 
 
 
@@ -218,3 +219,58 @@ def bench(names=None, cold=False, parallel=2):
                 phases_table(doc)]
     out += ["", "Goals:", goals_text(names, docs)]
     return "\n".join(out)
+
+
+def _host():
+    """What the figures were measured on: cores, memory, QEMU."""
+    mem = next((ln.split()[1] for ln in (read_text("/proc/meminfo") or "").splitlines()
+                if ln.startswith("MemTotal:")), None)
+    qemu = next((v for v in (tool_version_or_none(q) for q in ("qemu-system-x86_64",)) if v),
+                "QEMU not found")
+    # the jobs ask for no KVM (templates/job.yaml.j2: no_kvm), so
+    # every guest is emulated
+    return f"{os.cpu_count()} cores, {int(mem) // (1 << 20) if mem else '?'} GiB, {qemu}, TCG"
+
+
+def tool_version_or_none(cmd):
+    try:
+        return tool_version(cmd)
+    except KgateError:
+        return None
+
+
+def latest_mutants():
+    """The newest mutation check's summary (build/mutants/<time>/
+    mutants.txt) and its folder name, or (None, None)."""
+    root = workspace.current().path("mutants")
+    names = sorted((n for n in os.listdir(root) if n[:1].isdigit()), reverse=True) \
+        if os.path.isdir(root) else []
+    for n in names:
+        text = read_text(os.path.join(root, n, "mutants.txt"))
+        if text:
+            return text.rstrip("\n"), n
+    return None, None
+
+
+def markdown(names, text):
+    """docs/measurements.md: bench's output, the latest run's benchmark
+    figures and the newest mutation check, as one page written by the
+    tool (never edited by hand)."""
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    latest = os.path.join(workspace.current().runs, "latest", "results.json")
+    doc = results.load(latest) if os.path.isfile(latest) else None
+    page = ["# Measurements", "",
+            f"Written by `kgate.py bench --markdown` on {stamp} from the builds and runs",
+            f"recorded under `build/` on this machine ({_host()});",
+            "not edited by hand: run it again to bring the page up to date. Compare",
+            "timings as ratios measured in one session: this kind of machine's speed",
+            "changes about 2x from day to day. [The benchmark](benchmark.md) says what",
+            "its figures mean; commit messages carry the history.", "",
+            f"## Targets, jobs and goals ({', '.join(names)})", "", "```text", text, "```"]
+    figs = figures.table(doc["jobs"]) if doc else ""
+    if figs:
+        page += ["", f"## Benchmark figures (run {doc['run']})", "", "```text", figs, "```"]
+    mtext, mrun = latest_mutants()
+    if mtext:
+        page += ["", f"## Mutation check (build/mutants/{mrun})", "", "```text", mtext, "```"]
+    return "\n".join(page) + "\n"

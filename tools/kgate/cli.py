@@ -363,7 +363,15 @@ def cmd_bisect_step(args):
 
 
 def cmd_bench(args):
-    print(bench.bench(args.target or None, cold=args.cold, parallel=args.parallel))
+    names = args.target or default_targets()
+    if args.markdown and not os.path.isdir(os.path.dirname(os.path.realpath(args.markdown))):
+        # before a --cold run, not an hour later
+        raise KgateError(f"--markdown {args.markdown}: no such folder")
+    text = bench.bench(names, cold=args.cold, parallel=args.parallel)
+    if args.markdown:
+        print(write_output(args.markdown, bench.markdown(names, text)))
+    else:
+        print(text)
     return 0
 
 
@@ -611,6 +619,9 @@ def parser():
                        "A benchmark: it prints, exit 0.")
     s.add_argument("target", nargs="*", help="targets or groups (default: the default group)")
     s.add_argument("--cold", action="store_true", help="rebuild everything from nothing first")
+    s.add_argument("--markdown", metavar="FILE",
+                   help="write it as a page (with the latest run's benchmark figures and the "
+                   "newest mutation check) to FILE, e.g. docs/measurements.md")
     s.add_argument("-p", "--parallel", type=_positive, default=2, help="jobs at once (default: 2)")
     s.set_defaults(func=cmd_bench)
     add_selftest_parsers(sub)
