@@ -16,7 +16,18 @@ except ImportError as e:
           "python3-jinja2)", file=sys.stderr)
     sys.exit(2)
 
-from kgate.cli import main  # noqa: E402
+try:
+    # The modules read the checkout's data when imported (suites/*.yaml):
+    # a file that cannot be used is a usage error, never a verdict.
+    from kgate.cli import main
+except Exception as e:  # noqa: BLE001
+    from kgate.common import KgateError
+    if isinstance(e, KgateError):
+        print(f"kgate: error: {e}", file=sys.stderr)
+        sys.exit(2)
+    print(f"kgate: internal error while loading: {type(e).__name__}: {e} (a bug of kgate)",
+          file=sys.stderr)
+    sys.exit(7)
 
 if __name__ == "__main__":
     sys.exit(main())

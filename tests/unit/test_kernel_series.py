@@ -77,9 +77,29 @@ def test_an_unknown_series_is_a_usage_error(use_workspace, tmp_path, capsys):
     "default: a\nseries:\n  a: {package: p, tarball: '', patches: p, control: c, mutants: m, "
     "configs: c}\n",
     "default: a\ndefault: a\n",
+    "default: [a]\nseries:\n  a: {package: p, tarball: /t, patches: p, control: c, mutants: m, "
+    "configs: g}\n",
+    "default: 1\nseries:\n  1: {package: p, tarball: /t, patches: p, control: c, mutants: m, "
+    "configs: g}\n",
+    "default: a\nseries:\n  a: {package: p, tarball: t.tar.xz, patches: p, control: c, "
+    "mutants: m, configs: g}\n",
+    "default: a\nseries:\n  a: {package: p, tarball: /t, patches: p, control: ./p, mutants: m, "
+    "configs: g}\n",
+    "default: a\nseries:\n  a: {package: p, tarball: /t, patches: p, control: c, mutants: m, "
+    "configs: g, 1: x}\n",
+    "default: a\nother: 1\nseries:\n  a: {package: p, tarball: /t, patches: p, control: c, "
+    "mutants: m, configs: g}\n",
 ])
 def test_a_bad_series_file_is_refused(tmp_path, text):
     path = tmp_path / "series.yaml"
     path.write_text(text)
     with pytest.raises(common.KgateError):
         kernel.load_series(str(path))
+
+
+@pytest.mark.parametrize("var", ["KGATE_BUILD", "KGATE_JOBS", "KGATE_SERIES",
+                                 "KGATE_KERNEL_TARBALL"])
+def test_a_variable_set_but_empty_is_a_usage_error(var, monkeypatch, capsys):
+    monkeypatch.setenv(var, "")
+    assert cli.main(["list"]) == 2
+    assert f"{var} set but empty" in capsys.readouterr().err

@@ -1,6 +1,8 @@
 """A test suite is data (suites/<name>.yaml): its programs, cases, the
 control's must-fail set and its test definitions come from there."""
 import os
+import shutil
+import subprocess
 import sys
 
 import pytest
@@ -70,7 +72,13 @@ def test_the_jobs_steps_come_from_the_suite(tmp_path, monkeypatch):
     lambda d: d.update(control_must_fail=["backlog.ipv4.nope"]),
     lambda d: d["cases"].update(tests=["a", "a"]),
     lambda d: d.update(title=""),
-], ids=range(11))
+    lambda d: d["programs"].pop("backlog_bench"),
+    lambda d: d["programs"]["backlog_bench"].update(definition="kgate-backlog"),
+    lambda d: d["programs"]["backlog_bench"].update(definition="x_kgate-backlog"),
+    lambda d: d["programs"].update({"../x y": d["programs"].pop("test_pkt")}),
+    lambda d: d["cases"].update(fixture=""),
+    lambda d: d.update(definition="a b"),
+], ids=range(17))
 def test_a_malformed_suite_is_refused(tmp_path, change):
     _write(tmp_path, change)
     with pytest.raises(common.KgateError):
@@ -80,3 +88,22 @@ def test_a_malformed_suite_is_refused(tmp_path, change):
 def test_an_unknown_suite_is_refused(tmp_path):
     with pytest.raises(common.KgateError, match="suite 'nope'"):
         suite.load("nope", str(tmp_path))
+
+
+def test_a_broken_suite_file_stops_kgate_with_a_usage_error(tmp_path):
+    """The suite is read when kgate starts: a file that cannot be used
+    is exit 2, never 1 (a regression's code) from a traceback."""
+    top = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    for d in ("tools", "suites", "templates", "kernel"):
+        shutil.copytree(os.path.join(top, d), tmp_path / d,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(os.path.join(top, "targets.yaml"), tmp_path)
+    ok = subprocess.run([sys.executable, str(tmp_path / "tools" / "kgate.py"), "list"],
+                        capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    path = tmp_path / "suites" / "backlog.yaml"
+    path.write_text(path.read_text().replace("title: backlog coalescing", "title: 5"))
+    bad = subprocess.run([sys.executable, str(tmp_path / "tools" / "kgate.py"), "list"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "title wants text" in bad.stderr, bad.stderr
+    assert "Traceback" not in bad.stderr

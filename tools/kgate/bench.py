@@ -22,10 +22,10 @@ from .common import (CANDIDATE, KNOWN_BAD, VARIANTS, KgateError, atomic_write, d
                      format_table, log, read_text, tool_version)
 
 
-
 def cold_record():
     """Where bench --cold records its figures: build/bench/cold.json."""
     return workspace.current().path("bench", "cold.json")
+
 
 # The speed goals of issue 16, each in seconds: what the figure is.
 GOALS = [

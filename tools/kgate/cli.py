@@ -657,10 +657,14 @@ def main(argv=None):
         old_term = signal.signal(signal.SIGTERM, _on_sigterm)
     except ValueError:  # not the main thread: its caller handles signals
         old_term = None
-    # The one place paths come from: the environment, read now (a
-    # caller that installed a workspace of its own keeps it).
-    old_ws = workspace.use(workspace.current())
+    old_ws = workspace.use(None)
     try:
+        # The one place paths come from: the environment, read now (a
+        # caller that installed a workspace of its own keeps it).
+        try:
+            workspace.use(old_ws or workspace.Workspace.from_env())
+        except ValueError as e:
+            raise KgateError(str(e)) from None
         args = parser().parse_args(argv)
         if isinstance(getattr(args, "target", None), list):
             # Groups and 'all' stand for their targets; none named: each

@@ -73,6 +73,8 @@ class Job:
             rec["guest"] = guest_of(targets[self.target])
         if verdict == results.ERROR:
             rec["tail"] = list(tail)
+        # what a path adds never replaces what the judge said
+        assert not set(extra) & set(rec), sorted(set(extra) & set(rec))
         rec.update(extra)
         return rec
 

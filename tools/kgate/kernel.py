@@ -19,6 +19,7 @@ Layout under build/:
 import dataclasses
 import datetime
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -66,24 +67,39 @@ def load_series(path=None):
     except (OSError, yaml.YAMLError) as e:
         raise KgateError(f"{path}: {e}") from None
     rows = data.get("series") if isinstance(data, dict) else None
-    if not isinstance(rows, dict) or not rows or data.get("default") not in rows:
+    if not isinstance(rows, dict) or not rows or set(data) != {"default", "series"} or \
+            not all(isinstance(n, str) for n in rows) or \
+            not isinstance(data["default"], str) or data["default"] not in rows:
         raise KgateError(f"{path}: wants 'series' (name: fields) and a 'default' among them")
     out = {}
     for name, row in rows.items():
-        if not isinstance(row, dict) or sorted(row) != sorted(SERIES_KEYS) or \
+        if not isinstance(row, dict) or not all(isinstance(k, str) for k in row) or \
+                sorted(row) != sorted(SERIES_KEYS) or \
                 not all(isinstance(row[k], str) and row[k] for k in SERIES_KEYS):
             raise KgateError(f"{path}: series {name!r} wants exactly {', '.join(SERIES_KEYS)}")
-        folders = {k: os.path.join(os.path.dirname(path), row[k]) for k in SERIES_FOLDERS}
-        out[str(name)] = KernelSeries(name=str(name), package=row["package"],
-                                      tarball=row["tarball"], **folders)
+        if not os.path.isabs(row["tarball"]):
+            raise KgateError(f"{path}: series {name!r}: tarball wants an absolute path")
+        folders = {k: os.path.normpath(os.path.join(os.path.dirname(path), row[k]))
+                   for k in SERIES_FOLDERS}
+        if len(set(folders.values())) != len(folders):
+            raise KgateError(f"{path}: series {name!r}: {', '.join(SERIES_FOLDERS)} must be "
+                             "different folders")
+        out[name] = KernelSeries(name=name, package=row["package"], tarball=row["tarball"],
+                                 **folders)
     return data["default"], out
+
+
+@functools.lru_cache(maxsize=None)
+def _series_of(path, mtime_ns):
+    return load_series(path)
 
 
 def kernel_series():
     """The series in use: the workspace's (KGATE_SERIES), else the
     default; its tarball replaced by KGATE_KERNEL_TARBALL if given."""
     ws = workspace.current()
-    default, known = load_series()
+    # read once (and again only if the file changed), not at every call
+    default, known = _series_of(SERIES_FILE, os.stat(SERIES_FILE).st_mtime_ns)
     name = ws.series or default
     if name not in known:
         raise KgateError(f"unknown kernel series {name!r} (KGATE_SERIES); kernel/series.yaml "

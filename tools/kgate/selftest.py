@@ -25,15 +25,6 @@ from .common import TOP, KgateError, atomic_write, clean_env, log, need_tools, r
 
 NET = "tools/testing/selftests/net"
 PATCH_NAME = "0001-selftests-net-add-tcp-backlog-coalescing-test.patch"
-
-
-def out_dir():
-    return workspace.current().path("selftest")
-
-
-def default_out():
-    """Where the patch is written: build/selftest/<PATCH_NAME>."""
-    return os.path.join(out_dir(), PATCH_NAME)
 PROGRAM = "backlog_coalesce"
 
 # The guest/ files that go to selftests/net/, under the same names.
@@ -98,6 +89,15 @@ merge, the fast path) SKIPs as inconclusive instead of passing.
 # never nested.
 _FAULT_BLOCK = re.compile(r"^#ifdef KGATE_FAULTS\n(?:(?!#ifdef |#if |#endif).*\n)*?#endif\n", re.M)
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def out_dir():
+    return workspace.current().path("selftest")
+
+
+def default_out():
+    """Where the patch is written: build/selftest/<PATCH_NAME>."""
+    return os.path.join(out_dir(), PATCH_NAME)
 
 
 class CheckFailed(Exception):

@@ -6,6 +6,7 @@ render writes the steps, results judges the cases from it; see
 suites/backlog.yaml for the fields."""
 import dataclasses
 import os
+import re
 
 import yaml
 
@@ -17,6 +18,9 @@ DEFAULT = "backlog"
 ROLES = ("unit", "test", "bench")
 _KEYS = {"name", "title", "definition", "description", "programs", "headers", "cases",
          "control_must_fail"}
+# A program's name is a file name in /usr/bin and a job's step; a
+# definition's, a LAVA test definition's and a case prefix.
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 _PROGRAM_KEYS = {"unit": {"role", "sources"}, "test": {"role", "sources"},
                  "bench": {"role", "sources", "args", "definition", "description", "cases"}}
 
@@ -101,6 +105,8 @@ def load(name=DEFAULT, folder=None):
         _fail(path, "programs wants name: fields")
     programs = []
     for prog, row in data["programs"].items():
+        if not isinstance(prog, str) or not _NAME.fullmatch(prog):
+            _fail(path, f"program name {prog!r}: letters, digits, _ and - only")
         role = row.get("role") if isinstance(row, dict) else None
         if role not in ROLES or set(row) != _PROGRAM_KEYS[role]:
             _fail(path, f"program {prog!r} wants a role ({', '.join(ROLES)}) and exactly "
@@ -113,15 +119,24 @@ def load(name=DEFAULT, folder=None):
                                 sources=_names(path, row["sources"], f"{prog}'s sources"),
                                 cases=_names(path, row["cases"], f"{prog}'s cases")
                                 if "cases" in row else (), **fields))
-    for role in ("unit", "test"):
+    # The verdict knows one program of each role (results.py).
+    for role in ROLES:
         if sum(p.role == role for p in programs) != 1:
             _fail(path, f"wants one {role} program")
-    if sum(p.role == "bench" for p in programs) > 1:
-        _fail(path, "wants at most one bench program")
+    # Bench cases are told apart by their definition ('<n>_<definition>'):
+    # two definitions alike would judge the test's cases as the bench's.
+    defs = [data["definition"]] + [p.definition for p in programs if p.definition]
+    for d in defs:
+        if not _NAME.fullmatch(d):
+            _fail(path, f"definition {d!r}: letters, digits, _ and - only")
+    if any(a == b or a.endswith("_" + b)
+           for i, a in enumerate(defs) for j, b in enumerate(defs) if i != j):
+        _fail(path, f"the test definitions must differ, and none end in '_' and another: "
+              f"{', '.join(defs)}")
     cases = data["cases"]
     if not isinstance(cases, dict) or set(cases) != {"fixture", "variants", "tests"} or \
-            not isinstance(cases["fixture"], str):
-        _fail(path, "cases wants fixture, variants and tests")
+            not isinstance(cases["fixture"], str) or not _NAME.fullmatch(cases["fixture"]):
+        _fail(path, "cases wants fixture (a name), variants and tests")
     names = tuple(f"{cases['fixture']}.{v}.{t}"
                   for v in _names(path, cases["variants"], "cases' variants")
                   for t in _names(path, cases["tests"], "cases' tests"))

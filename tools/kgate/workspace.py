@@ -22,6 +22,10 @@ import os
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+# What the environment may say.
+ENV = ("KGATE_BUILD", "KGATE_JOBS", "KGATE_SERIES", "KGATE_KERNEL_TARBALL")
+
+
 @dataclasses.dataclass(frozen=True)
 class Workspace:
     build: str
@@ -33,7 +37,12 @@ class Workspace:
 
     @classmethod
     def from_env(cls, environ=None):
+        """The workspace the environment names; a variable that is set
+        but empty is refused (ValueError), not read as its default."""
         env = os.environ if environ is None else environ
+        empty = [v for v in ENV if v in env and not env[v]]
+        if empty:
+            raise ValueError(f"{', '.join(empty)} set but empty: unset it or name a path")
         return cls(build=os.path.abspath(env.get("KGATE_BUILD") or os.path.join(TOP, "build")),
                    jobs=os.path.abspath(env.get("KGATE_JOBS") or os.path.join(TOP, "jobs")),
                    series=env.get("KGATE_SERIES") or None,
