@@ -134,9 +134,9 @@ def candidate_setup(args):
 
 def cmd_run(args):
     names, variants, cand = candidate_setup(args)
-    doc, run_dir = runner.run(names, variants, parallel=args.parallel, jobs=args.jobs,
-                              retry_infra=args.retry_infra, repeat=args.repeat, cand=cand,
-                              overlap=args.overlap)
+    opts = runner.Options(parallel=args.parallel, jobs=args.jobs, retry_infra=args.retry_infra,
+                          repeat=args.repeat, overlap=args.overlap)
+    doc, run_dir = runner.run(names, variants, cand, opts)
     code = print_gate(doc)
     print(f"Results: {os.path.relpath(os.path.join(run_dir, 'results.json'), TOP)}")
     return code

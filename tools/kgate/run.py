@@ -1,6 +1,7 @@
 """Build what is missing, run the jobs locally with lava-run, collect the
 results into a per-run folder and print the matrix."""
 import concurrent.futures
+import dataclasses
 import datetime
 import fcntl
 import os
@@ -250,27 +251,40 @@ def check_unique(target_names, variants):
             raise KgateError(f"{what} named twice: {', '.join(twice)}")
 
 
-def run(target_names, variants=VARIANTS, parallel=1, jobs=None, bench=True,
-        latest=True, retry_infra=1, repeat=1, cand=kernel.NO_CANDIDATE, overlap=False):
-    """Run the matrix for target_names x variants (the candidate
-    variants: cand, a kernel.Candidate); return (doc, run_dir).
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """How a run goes, passed down as one value.
 
-    bench=False leaves the benchmark out of every job; latest=False
-    leaves build/runs/latest pointing where it did. A job whose verdict
-    is infrastructure runs again, up to retry_infra more times; every
-    attempt is kept (see attempt_folder) and listed in the job's
-    'attempts'. Only infrastructure is retried: a job with a failed case
-    is a regression, never run again into a pass. repeat runs each job
-    that many times; runs that disagree make it flaky
-    (results.combine_runs). overlap starts a target's jobs as soon as
-    its kernels and initramfs are built, while the next target builds
-    (not with repeat: its rounds need every job first). Off by default:
-    on two cores it gained nothing (a 3-target candidate run took 127 s
-    with it, 126 s without: builds beside two guests took 3-4 times as
-    long, and the guests were slower too).
-    """
-    if repeat < 1:
-        raise KgateError(f"--repeat wants 1 or more, not {repeat}")
+    parallel: jobs at once; jobs: make -j (None: cores + 1); bench=False
+    leaves the benchmark out of every job; latest=False leaves
+    build/runs/latest pointing where it did; retry_infra: how many more
+    times a job whose verdict is infrastructure runs (every attempt is
+    kept, see job.attempt_folder, and listed in the job's 'attempts';
+    only infrastructure is retried: a job with a failed case is a
+    regression, never run again into a pass); repeat: each job that many
+    times, runs that disagree make it flaky (results.combine_runs);
+    overlap: a target's jobs start as soon as its kernels and initramfs
+    are built, while the next target builds (not with repeat: its rounds
+    need every job first). Overlap is off by default: on two cores it
+    gained nothing (a 3-target candidate run took 127 s with it, 126 s
+    without: builds beside two guests took 3-4 times as long, and the
+    guests were slower too)."""
+    parallel: int = 1
+    jobs: int = None
+    bench: bool = True
+    latest: bool = True
+    retry_infra: int = 1
+    repeat: int = 1
+    overlap: bool = False
+
+
+def run(target_names, variants=VARIANTS, cand=kernel.NO_CANDIDATE, opts=None, **options):
+    """Run the matrix for target_names x variants (the candidate
+    variants: cand, a kernel.Candidate) as opts (an Options, or its
+    fields as keywords) say; return (doc, run_dir)."""
+    opts = opts or Options(**options)
+    if opts.repeat < 1:
+        raise KgateError(f"--repeat wants 1 or more, not {opts.repeat}")
     for v in variants:
         check_variant(v)
     check_unique(target_names, variants)
@@ -280,107 +294,128 @@ def run(target_names, variants=VARIANTS, parallel=1, jobs=None, bench=True,
         raise KgateError(f"no job to run: none of {', '.join(target_names)} has a "
                          f"{' or '.join(variants)} kernel")
     check_runnable()
-    overlap = overlap and repeat == 1
+    if opts.overlap and opts.repeat > 1:
+        opts = dataclasses.replace(opts, overlap=False)
     with RunLock():
+        return _Run(plan, variants, cand, opts).go()
+
+
+class _Run:
+    """One run of the matrix: its folder, its jobs' attempts, the pool."""
+
+    def __init__(self, plan, variants, cand, opts):
+        self.plan, self.variants, self.cand, self.opts = plan, variants, cand, opts
+        self.run_dir = self.trees = None
+        self.stopping = threading.Event()
+
+    def attempt(self, item, r, n, queued):
+        """Attempt n at run r of a job (item: Job, job file, device,
+        artifacts): its folder, lava-run, its results entry."""
+        job, job_path, dev, art = item
+        job = job.attempt(r, n)
+        name, v, folder = job.target, job.variant, job.folder
+        repeat = self.opts.repeat
+        outdir = os.path.join(self.run_dir, folder)
+        os.makedirs(outdir)
+        shutil.copy(job_path, os.path.join(outdir, "job.yaml"))
+        if os.path.isfile(art.get("config") or ""):
+            shutil.copy(art["config"], os.path.join(outdir, "kernel.config"))
+        waited = time.monotonic() - queued
+        began = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        log(f"[run] start  {name}/{v}" + (f" (run {r + 1} of {repeat})" if repeat > 1 else "")
+            + (f" (retry {n} after infrastructure)" if n else ""))
+        # lava-run is stopped when the job's own timeout has passed.
+        parsed, secs = run_job(job_path, dev, outdir, render.timeouts(v)["job"] * 60)
+        # Where the time went: built (this run), queued for a worker,
+        # then lava-run's phases (lavalog.parse) and what is left of its
+        # wall time (start-up, exit).
+        timing = dict(parsed["timing"], build=art.get("build", {}), queued=round(waited, 1))
+        phases = sum(timing.get(p, 0) for p in set(lavalog.PHASES.values()))
+        timing["lava_overhead"] = round(max(0.0, secs - phases), 1)
+        extra = {"started": began}
+        if art.get("kernel_build"):
+            extra["kernel_build"] = art["kernel_build"]
+        if os.path.isfile(os.path.join(outdir, "kernel.config")):
+            extra["kernel_config"] = os.path.join(folder, "kernel.config")
+        rec = job.record(parsed["health"], parsed["cases"], parsed["errors"], round(secs, 1),
+                         timing, bench=render.has_bench(v, self.opts.bench),
+                         tail=parsed["tail"], **extra)
+        log(f"[run] end    {name}/{v}: {rec['verdict']} ({rec['reason']}) in {secs:.1f}s")
+        return rec
+
+    def one(self, task):
+        """Every attempt at run r of a job. queued: when the job was
+        handed to the pool (a retry's wait counts from there too)."""
+        item, r, queued = task
+        return retry_attempts(lambda n: self.attempt(item, r, n, queued),
+                              self.opts.retry_infra, self.stopping.is_set)
+
+    def start(self):
+        """The run folder, made when the first target is built."""
+        opts = self.opts
+        self.run_dir = new_run_dir()
+        self.trees = record_trees(self.run_dir, self.variants, self.cand)
+        log(f"[run] {sum(len(vs) for _, vs in self.plan)} jobs" +
+            (f", each {opts.repeat} times" if opts.repeat > 1 else "") +
+            f", {opts.parallel} at a time" +
+            (", each target's as soon as it is built" if opts.overlap else "") +
+            f"; results in {os.path.relpath(self.run_dir, TOP)}")
+
+    def execute(self, pool):
+        """Build each target, then run its jobs (at once with overlap,
+        else in rounds); return each job's combined entry."""
+        opts = self.opts
+        todo, futures = [], []
+        for tgt, tvariants in self.plan:
+            arts = artifacts(tgt["name"], tvariants, jobs=opts.jobs, cand=self.cand)
+            paths = render.write_local(tgt["name"], arts, bench=opts.bench)
+            if self.run_dir is None:
+                self.start()
+            for v in tvariants:
+                item = (Job.of(dict(arts[v], target=tgt["name"], variant=v)), paths[v],
+                        render.device_path(tgt["name"]), arts[v])
+                todo.append(item)
+                if opts.overlap:
+                    futures.append(pool.submit(self.one, (item, 0, time.monotonic())))
+        if opts.overlap:
+            return [results.combine_runs([f.result()]) for f in futures]
+        # In rounds (each job once, then again): the runs of a job never
+        # run beside each other, and a round loads the machine as a run
+        # without --repeat does.
+        rounds = [list(pool.map(self.one, [(item, r, time.monotonic()) for item in todo]))
+                  for r in range(opts.repeat)]
+        return [results.combine_runs([rnd[i] for rnd in rounds]) for i in range(len(todo))]
+
+    def go(self):
         t_start = time.monotonic()
         started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-        run_dir = trees = None
-        stopping = threading.Event()
-
-        def attempt(item, r, n, queued):
-            job, job_path, dev, art = item
-            job = job.attempt(r, n)
-            name, v, folder = job.target, job.variant, job.folder
-            outdir = os.path.join(run_dir, folder)
-            os.makedirs(outdir)
-            shutil.copy(job_path, os.path.join(outdir, "job.yaml"))
-            if os.path.isfile(art.get("config") or ""):
-                shutil.copy(art["config"], os.path.join(outdir, "kernel.config"))
-            waited = time.monotonic() - queued
-            began = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-            log(f"[run] start  {name}/{v}" + (f" (run {r + 1} of {repeat})" if repeat > 1 else "")
-                + (f" (retry {n} after infrastructure)" if n else ""))
-            # lava-run is stopped when the job's own timeout has passed.
-            parsed, secs = run_job(job_path, dev, outdir, render.timeouts(v)["job"] * 60)
-            # Where the time went: built (this run), queued for a
-            # worker, then lava-run's phases (lavalog.parse) and what
-            # is left of its wall time (start-up, exit).
-            timing = dict(parsed["timing"], build=art.get("build", {}), queued=round(waited, 1))
-            phases = sum(timing.get(p, 0) for p in set(lavalog.PHASES.values()))
-            timing["lava_overhead"] = round(max(0.0, secs - phases), 1)
-            extra = {"started": began}
-            if art.get("kernel_build"):
-                extra["kernel_build"] = art["kernel_build"]
-            if os.path.isfile(os.path.join(outdir, "kernel.config")):
-                extra["kernel_config"] = os.path.join(folder, "kernel.config")
-            rec = job.record(parsed["health"], parsed["cases"], parsed["errors"], round(secs, 1),
-                             timing, bench=render.has_bench(v, bench), tail=parsed["tail"],
-                             **extra)
-            log(f"[run] end    {name}/{v}: {rec['verdict']} ({rec['reason']}) in {secs:.1f}s")
-            return rec
-
-        def one(task):
-            # queued: when the job was handed to the pool (a retry's
-            # wait counts from there too)
-            item, r, queued = task
-            return retry_attempts(lambda n: attempt(item, r, n, queued), retry_infra,
-                                  stopping.is_set)
-
         # Interrupted (Ctrl-C, or SIGTERM from a CI runner: cli.main
         # turns it into KeyboardInterrupt) or a build that failed under
         # running jobs: stop the guests and write nothing, so no half
         # run looks complete.
-        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, self.opts.parallel)) \
+                as pool:
             try:
-                todo, futures = [], []
-                for tgt, tvariants in plan:
-                    arts = artifacts(tgt["name"], tvariants, jobs=jobs, cand=cand)
-                    paths = render.write_local(tgt["name"], arts, bench=bench)
-                    if run_dir is None:
-                        run_dir = new_run_dir()
-                        trees = record_trees(run_dir, variants, cand)
-                        log(f"[run] {sum(len(vs) for _, vs in plan)} jobs" +
-                            (f", each {repeat} times" if repeat > 1 else "") +
-                            f", {parallel} at a time" +
-                            (", each target's as soon as it is built" if overlap else "") +
-                            f"; results in {os.path.relpath(run_dir, TOP)}")
-                    for v in tvariants:
-                        item = (Job.of(dict(arts[v], target=tgt["name"], variant=v)), paths[v],
-                                render.device_path(tgt["name"]), arts[v])
-                        todo.append(item)
-                        if overlap:
-                            futures.append(pool.submit(one, (item, 0, time.monotonic())))
-                if overlap:
-                    done = [results.combine_runs([f.result()])
-                            for f in futures]
-                else:
-                    # In rounds (each job once, then again): the runs
-                    # of a job never run beside each other, and a
-                    # round loads the machine as a run without
-                    # --repeat does.
-                    rounds = [list(pool.map(one, [(item, r, time.monotonic())
-                                                  for item in todo]))
-                              for r in range(repeat)]
-                    done = [results.combine_runs([rnd[i] for rnd in rounds])
-                            for i in range(len(todo))]
+                done = self.execute(pool)
             except BaseException as e:  # noqa: B036 (re-raised)
-                stopping.set()
+                self.stopping.set()
                 pool.shutdown(wait=False, cancel_futures=True)
                 stop_jobs()
-                if run_dir:
+                if self.run_dir:
                     why = "interrupted" if isinstance(e, KeyboardInterrupt) else "stopped"
                     log(f"[run] {why}: no results written in "
-                        f"{os.path.relpath(run_dir, TOP)}")
+                        f"{os.path.relpath(self.run_dir, TOP)}")
                 raise
         finished = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        run_dir = self.run_dir
         doc = results.write_json(os.path.join(run_dir, "results.json"), os.path.basename(run_dir),
                                  started, finished, done,
-                                 candidate=cand.describe()
-                                 if CANDIDATE in map(base_variant, variants) else None,
-                                 seconds=round(time.monotonic() - t_start, 1), trees=trees,
+                                 candidate=self.cand.describe()
+                                 if CANDIDATE in map(base_variant, self.variants) else None,
+                                 seconds=round(time.monotonic() - t_start, 1), trees=self.trees,
                                  planned=results.planned_jobs(
-                                     (tgt["name"], v) for tgt, vs in plan for v in vs))
+                                     (tgt["name"], v) for tgt, vs in self.plan for v in vs))
         write_reports(run_dir, doc)
-        if latest:
+        if self.opts.latest:
             point_latest(run_dir)
-    return doc, run_dir
+        return doc, run_dir
