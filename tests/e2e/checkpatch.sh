@@ -7,8 +7,10 @@ cd "$(dirname "$0")/../.."
 src=$(/usr/bin/python3 tools/kgate.py source)
 cp="$src/scripts/checkpatch.pl"
 status=0
-mutants=$(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' -e 's|^|kernel/mutants/|' kernel/mutants/series)
-for p in $(sed 's|^|kernel/patches/|' kernel/patches/series) $(sed 's|^|kernel/regressions/|' kernel/regressions/series) $mutants; do
+# The series' patches (kernel/series.yaml): fixed, control, mutants.
+patches=$(/usr/bin/python3 tools/kgate.py series --patches)
+[ -n "$patches" ]
+for p in $patches; do
 	# From stdin: given a path inside a git work tree, checkpatch.pl
 	# mistakes the patch for a source file.
 	"$cp" --strict --no-tree --ignore UNKNOWN_COMMIT_ID -q - < "$p" || status=1

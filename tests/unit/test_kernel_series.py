@@ -103,3 +103,13 @@ def test_a_variable_set_but_empty_is_a_usage_error(var, monkeypatch, capsys):
     monkeypatch.setenv(var, "")
     assert cli.main(["list"]) == 2
     assert f"{var} set but empty" in capsys.readouterr().err
+
+
+def test_the_series_command_names_the_series_and_lists_its_patches(capsys):
+    assert cli.main(["series"]) == 0
+    assert capsys.readouterr().out.startswith("debian-6.1: linux-source-6.1 (")
+    assert cli.main(["series", "--patches"]) == 0
+    listed = capsys.readouterr().out.split()
+    want = [os.path.relpath(p, common.TOP) for kind in ("patches", "control", "mutants")
+            for p in kernel.series(kind)]
+    assert listed == want and len(listed) == len(set(listed)) > 20

@@ -39,6 +39,19 @@ def cmd_source(args):
     return 0
 
 
+def cmd_series(args):
+    s = kernel.kernel_series()
+    if args.patches:
+        for kind in ("patches", "control", "mutants"):
+            for path in kernel.series(kind):
+                print(os.path.relpath(path, TOP))
+        return 0
+    print(f"{s.name}: {s.package} ({s.tarball})")
+    for kind in ("patches", "control", "mutants", "configs"):
+        print(f"  {kind}: {os.path.relpath(getattr(s, kind), TOP)}/")
+    return 0
+
+
 def cmd_kernel(args):
     for variant in args.variant or VARIANTS:
         path = kernel.build(args.target, variant, jobs=args.jobs, force=args.force)
@@ -420,8 +433,15 @@ def parser():
     s.set_defaults(func=cmd_list)
     s = sub.add_parser("packages", help="print the Debian packages the targets need")
     s.set_defaults(func=cmd_packages)
-    s = sub.add_parser("source", help="extract Debian's linux-source-6.1 (once); print its path")
+    s = sub.add_parser("source", help="extract the kernel series' source tarball (once); "
+                       "print its path")
     s.set_defaults(func=cmd_source)
+    s = sub.add_parser("series", help="the kernel series in use (kernel/series.yaml, "
+                       "KGATE_SERIES): its source and folders",
+                       description="With --patches: every patch of the series (fixed, then "
+                       "the known-bad control's, then the mutants), one path a line.")
+    s.add_argument("--patches", action="store_true", help="list its patch files")
+    s.set_defaults(func=cmd_series)
     s = sub.add_parser("kernel", help="build (or reuse) the kernels of a target")
     s.add_argument("target")
     s.add_argument("--variant", action="append", choices=VARIANTS + (debug_twin("fixed"),),
