@@ -2,7 +2,8 @@
 
 patch(): a 'git format-patch' patch, generated from guest/, that adds
 the selftest to the kernel's tools/testing/selftests/net/: the test and
-its helpers (SHIPPED, copied under their own names), the Makefile lines that build it and the config options it needs.
+its helpers (SHIPPED, copied under their own names), the Makefile
+lines that build it and the config options it needs.
 
 check(): apply that patch to a fresh copy of the extracted kernel tree,
 build the test with the kernel's own net/Makefile and lib.mk, run it
@@ -334,7 +335,7 @@ def check(patch_out=None, run=True, keep=False, headers=False):
                                         os.path.join(source, NET, rel)):
                         raise CheckFailed(f"{NET}/{rel} is still linked to the pristine tree "
                                           "after patching")
-                for rel in SHIPPED.values():
+                for rel in SHIPPED:
                     if not os.path.isfile(os.path.join(tree, NET, rel)):
                         raise CheckFailed(f"{NET}/{rel} missing after applying the patch")
             timed("patch applied", apply)
@@ -365,7 +366,7 @@ def check(patch_out=None, run=True, keep=False, headers=False):
                                       f"{_tail(text)}")
                 if not os.access(binary, os.X_OK):
                     raise CheckFailed(f"make succeeded but built no {binary}")
-                for helper in SHIPPED.values():
+                for helper in SHIPPED:
                     if helper.endswith(".c") and helper not in text:
                         raise CheckFailed(f"{helper} was not in the link command:\n{text}")
                 if "-lpthread" not in text:
