@@ -208,8 +208,7 @@ def bench(names=None, cold=False, parallel=2):
                 f"again warm: {_fmt(rec['warm_seconds'])} ({rec['warm_run']}, "
                 f"{rec['warm_verdict']})", ""]
     docs = load_runs()
-    latest = os.path.join(workspace.current().runs, "latest", "results.json")
-    doc = results.load(latest) if os.path.isfile(latest) else None
+    doc = latest_doc()
     out.append(targets_table(names, doc))
     out.append("")
     out.append("kernel cold: the first build from an empty object folder; known-bad: its last "
@@ -221,22 +220,23 @@ def bench(names=None, cold=False, parallel=2):
     return "\n".join(out)
 
 
+def latest_doc():
+    """The latest run's results.json document, or None."""
+    path = os.path.join(workspace.current().latest, "results.json")
+    return results.load(path) if os.path.isfile(path) else None
+
+
 def _host():
     """What the figures were measured on: cores, memory, QEMU."""
     mem = next((ln.split()[1] for ln in (read_text("/proc/meminfo") or "").splitlines()
                 if ln.startswith("MemTotal:")), None)
-    qemu = next((v for v in (tool_version_or_none(q) for q in ("qemu-system-x86_64",)) if v),
-                "QEMU not found")
+    try:
+        qemu = tool_version("qemu-system-x86_64")
+    except KgateError:
+        qemu = "QEMU not found"
     # the jobs ask for no KVM (templates/job.yaml.j2: no_kvm), so
     # every guest is emulated
     return f"{os.cpu_count()} cores, {int(mem) // (1 << 20) if mem else '?'} GiB, {qemu}, TCG"
-
-
-def tool_version_or_none(cmd):
-    try:
-        return tool_version(cmd)
-    except KgateError:
-        return None
 
 
 def latest_mutants():
@@ -257,8 +257,7 @@ def markdown(names, text):
     figures and the newest mutation check, as one page written by the
     tool (never edited by hand)."""
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    latest = os.path.join(workspace.current().runs, "latest", "results.json")
-    doc = results.load(latest) if os.path.isfile(latest) else None
+    doc = latest_doc()
     page = ["# Measurements", "",
             f"Written by `kgate.py bench --markdown` on {stamp} from the builds and runs",
             f"recorded under `build/` on this machine ({_host()});",

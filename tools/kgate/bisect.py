@@ -129,7 +129,7 @@ def stage(patches, k, out_dir):
 def default_targets(folder):
     """The targets where the latest run of this series failed, else x86_64."""
     doc = None
-    path = os.path.join(workspace.current().runs, "latest", "results.json")
+    path = os.path.join(workspace.current().latest, "results.json")
     try:
         with open(path, encoding="utf-8") as f:
             doc = json.load(f)

@@ -156,7 +156,7 @@ def cmd_run(args):
 
 
 def cmd_matrix(args):
-    path = args.results or os.path.join(workspace.current().runs, "latest", "results.json")
+    path = args.results or os.path.join(workspace.current().latest, "results.json")
     if not os.path.exists(path):
         raise KgateError(f"no results at {path}: run 'make run' first")
     return print_gate(compare.load(path))
@@ -297,14 +297,15 @@ def add_lab_args(s, base_url_required=True):
 
 
 def cmd_compare(args):
-    new = args.new or os.path.join(workspace.current().runs, "latest")
-    text, code = compare.report(args.base or workspace.current().baseline, new, gate_figures=args.figures)
+    new = args.new or workspace.current().latest
+    text, code = compare.report(args.base or workspace.current().baseline, new,
+                                gate_figures=args.figures)
     print(text)
     return code
 
 
 def cmd_export(args):
-    run = args.run or os.path.join(workspace.current().runs, "latest")
+    run = args.run or workspace.current().latest
     doc = compare.load(run)
     run_dir = os.path.realpath(run if os.path.isdir(run) else os.path.dirname(run))
     data = kcidb.validate(kcidb.export(doc, run_dir, origin=args.origin, base_url=args.base_url,
@@ -322,7 +323,7 @@ def cmd_export(args):
 
 
 def cmd_baseline(args):
-    run = args.run or os.path.join(workspace.current().runs, "latest")
+    run = args.run or workspace.current().latest
     doc = compare.save_baseline(run)
     print(f"Baseline: run {doc.get('run')} ({doc.get('verdict')}) saved as "
           f"{os.path.relpath(workspace.current().baseline, TOP)}")

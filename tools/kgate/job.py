@@ -32,21 +32,12 @@ class Job:
 
     @classmethod
     def of(cls, entry):
-        """The job an entry names (a lab record's, or an artifacts
-        dict's {'kernel': {'sha256'}, 'rootfs': {'sha256'}} with target
-        and variant)."""
-        if "kernel" in entry:
-            return cls(entry["target"], entry["variant"], entry["kernel"]["sha256"],
-                       entry["rootfs"]["sha256"], entry.get("run", 0), entry.get("retry", 0))
+        """The job a submitted.json entry names."""
         return cls(entry["target"], entry["variant"], entry["kernel_sha256"],
                    entry["rootfs_sha256"], entry.get("run", 0), entry.get("retry", 0))
 
     def attempt(self, run, retry):
         return dataclasses.replace(self, run=run, retry=retry)
-
-    @property
-    def name(self):
-        return f"{self.target}/{self.variant}"
 
     @property
     def folder(self):

@@ -204,7 +204,8 @@ def make_server(bind, port, folder=None):
 def serve(bind, port):
     """Serve build/serve over http until interrupted."""
     httpd = make_server(bind, port)
-    log(f"[serve] {os.path.relpath(workspace.current().serve, TOP)} on http://{bind}:{port}/ (Ctrl-C stops)")
+    log(f"[serve] {os.path.relpath(workspace.current().serve, TOP)} on http://{bind}:{port}/ "
+        "(Ctrl-C stops)")
     with httpd:
         httpd.serve_forever()
 

@@ -203,7 +203,7 @@ def new_run_dir():
 
 
 def point_latest(run_dir):
-    link = os.path.join(workspace.current().runs, "latest")
+    link = workspace.current().latest
     tmp = link + f".tmp{os.getpid()}"
     os.symlink(os.path.basename(run_dir), tmp)
     os.replace(tmp, link)
@@ -372,8 +372,9 @@ class _Run:
             if self.run_dir is None:
                 self.start()
             for v in tvariants:
-                item = (Job.of(dict(arts[v], target=tgt["name"], variant=v)), paths[v],
-                        render.device_path(tgt["name"]), arts[v])
+                job = Job(tgt["name"], v, arts[v]["kernel"]["sha256"],
+                          arts[v]["rootfs"]["sha256"])
+                item = (job, paths[v], render.device_path(tgt["name"]), arts[v])
                 todo.append(item)
                 if opts.overlap:
                     futures.append(pool.submit(self.one, (item, 0, time.monotonic())))

@@ -21,7 +21,7 @@ import textwrap
 import time
 
 from . import kernel
-from . import workspace
+from . import suite, workspace
 from .common import TOP, KgateError, atomic_write, clean_env, log, need_tools, read_text
 
 NET = "tools/testing/selftests/net"
@@ -35,7 +35,7 @@ PROGRAM = "backlog_coalesce"
 # ipv6_flowlabel_mgr.c do there. guest/ksft_cli.h and
 # guest/backlog_coalesce_main.c (kgate's command line), the benchmark
 # and test_pkt stay behind.
-GUEST = os.path.join(TOP, "guest")
+GUEST = suite.GUEST
 SHIPPED = ["backlog_coalesce.c", "backlog_peer.c", "backlog_peer.h", "backlog_pkt.c",
            "backlog_pkt.h"]
 # What the shipped files may include with quotes besides each other.

@@ -5,6 +5,7 @@ must fail, and its LAVA test definitions. rootfs builds the programs,
 render writes the steps, results judges the cases from it; see
 suites/backlog.yaml for the fields."""
 import dataclasses
+import functools
 import os
 import re
 
@@ -86,8 +87,10 @@ def _names(path, value, what):
     return tuple(value)
 
 
+@functools.lru_cache(maxsize=None)
 def load(name=DEFAULT, folder=None):
-    """suites/<name>.yaml, checked."""
+    """suites/<name>.yaml, checked; read once (results, render and
+    rootfs each ask for it when imported)."""
     path = os.path.join(folder or SUITES, f"{name}.yaml")
     try:
         with open(path, encoding="utf-8") as f:

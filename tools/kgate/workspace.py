@@ -1,8 +1,9 @@
 """Where kgate keeps what it builds, runs and serves.
 
 One Workspace is made by cli.main from the environment (KGATE_BUILD,
-KGATE_JOBS, KGATE_SERIES, KGATE_KERNEL_TARBALL) and installed with use(); every module
-asks current() when a function runs, never at import. So a test, or a
+KGATE_JOBS, KGATE_SERIES, KGATE_KERNEL_TARBALL) and installed with
+use(); every module asks current() when a function runs, never at
+import. So a test, or a
 tool driving two workspaces, installs another one with one call instead
 of patching a copy of a path in each module.
 
@@ -62,6 +63,11 @@ class Workspace:
     @property
     def runs(self):
         return self.path("runs")
+
+    @property
+    def latest(self):
+        """runs/latest: the link to the newest run's folder."""
+        return os.path.join(self.runs, "latest")
 
     @property
     def serve(self):
