@@ -51,3 +51,11 @@ def test_a_page_in_a_folder_that_does_not_exist_is_refused_first(tmp_path, use_w
     monkeypatch.setattr(bench, "bench", lambda *a, **k: (_ for _ in ()).throw(AssertionError))
     assert cli.main(["bench", "--cold", "--markdown", str(tmp_path / "no" / "m.md")]) == 2
     assert "no such folder" in capsys.readouterr().err
+
+
+def test_a_page_that_is_a_folder_is_refused_first(tmp_path, use_workspace, monkeypatch, capsys):
+    use_workspace(tmp_path / "build")
+    from kgate import bench
+    monkeypatch.setattr(bench, "bench", lambda *a, **k: (_ for _ in ()).throw(AssertionError))
+    assert cli.main(["bench", "--cold", "--markdown", str(tmp_path)]) == 2
+    assert "a folder, not a file" in capsys.readouterr().err

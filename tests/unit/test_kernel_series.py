@@ -113,3 +113,9 @@ def test_the_series_command_names_the_series_and_lists_its_patches(capsys):
     want = [os.path.relpath(p, common.TOP) for kind in ("patches", "control", "mutants")
             for p in kernel.series(kind)]
     assert listed == want and len(listed) == len(set(listed)) > 20
+
+
+def test_a_missing_series_file_is_a_usage_error(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(kernel, "SERIES_FILE", str(tmp_path / "series.yaml"))
+    assert cli.main(["series"]) == 2
+    assert "series.yaml: No such file" in capsys.readouterr().err

@@ -381,6 +381,8 @@ def cmd_bench(args):
     if args.markdown and not os.path.isdir(os.path.dirname(os.path.realpath(args.markdown))):
         # before a --cold run, not an hour later
         raise KgateError(f"--markdown {args.markdown}: no such folder")
+    if args.markdown and os.path.isdir(args.markdown):
+        raise KgateError(f"--markdown {args.markdown}: a folder, not a file")
     text = bench.bench(names, cold=args.cold, parallel=args.parallel)
     if args.markdown:
         print(write_output(args.markdown, bench.markdown(names, text)))

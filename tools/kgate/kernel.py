@@ -99,7 +99,11 @@ def kernel_series():
     default; its tarball replaced by KGATE_KERNEL_TARBALL if given."""
     ws = workspace.current()
     # read once (and again only if the file changed), not at every call
-    default, known = _series_of(SERIES_FILE, os.stat(SERIES_FILE).st_mtime_ns)
+    try:
+        mtime = os.stat(SERIES_FILE).st_mtime_ns
+    except OSError as e:
+        raise KgateError(f"{SERIES_FILE}: {e.strerror}") from None
+    default, known = _series_of(SERIES_FILE, mtime)
     name = ws.series or default
     if name not in known:
         raise KgateError(f"unknown kernel series {name!r} (KGATE_SERIES); kernel/series.yaml "
