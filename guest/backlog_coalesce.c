@@ -421,10 +421,6 @@ static enum verdict run_segs(struct bl *self, enum mode mode,
 	memset(h, 0, sizeof(*h));
 	memset(&rx, 0, sizeof(rx));
 	rx.fd = self->c.fd;
-#ifdef KGATE_FAULTS
-	if (peer_fault("prime"))
-		prime.gap = 1;
-#endif
 	if (send_next(self, &prime))
 		return set_result(r, V_SKIP, "inconclusive: writing to tun: %s", strerror(errno));
 	peer_conn_drain(&self->c, 0);

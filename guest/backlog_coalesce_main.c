@@ -14,10 +14,6 @@
 
 int main(int argc, char **argv)
 {
-#ifdef KGATE_FAULTS
-	if (!peer_fault_valid())
-		return 2;
-#endif
 	return ksft_cli_main(argc, argv,
 			     "Deterministic test of every rule of TCP backlog coalescing\n"
 			     "(tcp_add_backlog()). Needs root: each test runs in a network\n"

@@ -8,7 +8,6 @@
 #include <linux/if_ether.h>
 #include <linux/if_tun.h>
 #include <linux/userfaultfd.h>
-#include <limits.h>
 #include <net/if.h>
 #include <net/if_arp.h>
 #include <netinet/in.h>
@@ -32,80 +31,6 @@
 const uint8_t peer_local6[16] = { 0x20, 0x01, 0, 0x02, [15] = 1 };
 const uint8_t peer_remote6[16] = { 0x20, 0x01, 0, 0x02, [15] = 2 };
 static const uint8_t peer_mac[6] = { 0x02, 0x6b, 0x67, 0x00, 0x00, 0x02 };
-
-#ifdef KGATE_FAULTS
-/* Hooks with a count (":N", N from 1) and those without. */
-static const char * const fault_counted[] = { "write", "nstat", "eagain", NULL };
-static const char * const fault_plain[] = {
-	"hold", "coalesce", "hphits", "prime", "release", NULL,
-};
-
-/* N of "what:N" in f: 1..INT_MAX, or -1 (not a number, out of range). */
-static long fault_count(const char *f, size_t n)
-{
-	char *end;
-	long v;
-
-	if (f[n] != ':' || f[n + 1] < '0' || f[n + 1] > '9')
-		return -1;
-	errno = 0;
-	v = strtol(f + n + 1, &end, 10);
-	return errno || *end || v < 1 || v > INT_MAX ? -1 : v;
-}
-
-bool peer_fault_valid(void)
-{
-	const char *f = getenv("KGATE_FAULT");
-	const char * const *h;
-
-	if (!f)
-		return true;
-	for (h = fault_plain; *h; h++)
-		if (!strcmp(f, *h))
-			return true;
-	for (h = fault_counted; *h; h++)
-		if (!strncmp(f, *h, strlen(*h)) && fault_count(f, strlen(*h)) > 0)
-			return true;
-	fprintf(stderr,
-		"KGATE_FAULT: '%s' is no fault: write:N, nstat:N, eagain:N (N from 1 to %d), hold, coalesce, hphits, prime or release\n",
-		f, INT_MAX);
-	return false;
-}
-
-bool peer_fault(const char *what)
-{
-	static long writes, reads, eagains;
-	const char *f = getenv("KGATE_FAULT");
-	size_t n = strlen(what);
-
-	if (!f || strncmp(f, what, n))
-		return false;
-	if (!strcmp(what, "write"))
-		return fault_count(f, n) == ++writes;
-	if (!strcmp(what, "nstat"))
-		return fault_count(f, n) == ++reads;
-	if (!strcmp(what, "eagain"))
-		return fault_count(f, n) == ++eagains;
-	return f[n] == '\0';
-}
-
-/* The write end of a full non-blocking pipe: every write says EAGAIN. */
-static int fault_full_pipe(void)
-{
-	static int fds[2] = { -1, -1 };
-	char buf[4096] = { 0 };
-
-	if (fds[1] >= 0)
-		return fds[1];
-	if (pipe2(fds, O_NONBLOCK | O_CLOEXEC))
-		return -1;
-	while (write(fds[1], buf, sizeof(buf)) > 0)
-		;
-	while (write(fds[1], buf, 1) > 0)
-		;
-	return fds[1];
-}
-#endif
 
 void diag(const char *fmt, ...)
 {
@@ -387,12 +312,6 @@ int peer_dev_write(struct peer_dev *d, const uint8_t *pkt, size_t len)
 		p = frame;
 		n = len + PEER_ETH_HLEN;
 	}
-#ifdef KGATE_FAULTS
-	if (peer_fault("write"))
-		n--;
-	if (peer_fault("eagain"))
-		fd = fault_full_pipe();
-#endif
 	for (;;) {
 		w = write(fd, p, n);
 		if (w == (ssize_t)n && n == len + (d->tap ? PEER_ETH_HLEN : 0))
@@ -762,19 +681,9 @@ int nstat_read(struct nstat *n)
 	unsigned int found = 0;
 
 	memset(n, 0, sizeof(*n));
-#ifdef KGATE_FAULTS
-	if (peer_fault("nstat"))
-		return -1;
-#endif
 	if (nstat_file("/proc/net/netstat", "TcpExt:", n, &found) ||
 	    nstat_file("/proc/net/snmp", "Tcp:", n, &found))
 		return -1;
-#ifdef KGATE_FAULTS
-	if (peer_fault("coalesce"))
-		n->v[NS_COALESCE] = 0;
-	if (peer_fault("hphits"))
-		n->v[NS_HPHITS] = 0;
-#endif
 	return found == (1u << NS_COUNT) - 1 ? 0 : -1;
 }
 
@@ -858,12 +767,6 @@ int uffd_wait(struct uffd_hold *h, int ms)
 	struct timespec dl;
 	ssize_t n;
 
-#ifdef KGATE_FAULTS
-	if (peer_fault("hold")) {
-		usleep(ms > 200 ? 200000 : ms * 1000);
-		return 0;
-	}
-#endif
 	deadline_in(&dl, ms);
 	for (;;) {
 		n = read(h->fd, &msg, sizeof(msg));
@@ -886,10 +789,6 @@ int uffd_resolve(struct uffd_hold *h)
 		.len = (unsigned long)h->pagesz,
 	};
 
-#ifdef KGATE_FAULTS
-	if (peer_fault("release"))
-		return 0;
-#endif
 	if (!h->page || !h->zero) {
 		errno = EINVAL;
 		return -1;

@@ -243,21 +243,6 @@ int uffd_resolve(struct uffd_hold *h);
  */
 int uffd_join(struct uffd_hold *h, pthread_t thread, int ms);
 
-#ifdef KGATE_FAULTS
-/*
- * Test-the-test hooks (never in the guest's binaries): KGATE_FAULT=
- * "write:N" makes the Nth device write of a process short,
- * "nstat:N" the Nth counter read fail, "hold" the fault never arrive,
- * "coalesce" every TCPBacklogCoalesce read 0, "hphits" every TCPHPHits,
- * "prime" the bytes queued for a hold sent past a hole (never readable),
- * "eagain:N" every try of the Nth device write fail with EAGAIN,
- * "release" the fault never resolved (the held thread stays held).
- * peer_fault_valid() says, on stderr, what is wrong with KGATE_FAULT.
- */
-bool peer_fault(const char *what);
-bool peer_fault_valid(void);
-#endif
-
 /*
  * The link-layer header of a packet the peer writes into d, into buf:
  * for tap an Ethernet header to the device's address from the peer's,

@@ -83,8 +83,9 @@ def test_unreadable_bytes_before_the_hold_fail():
     """In-order bytes the kernel never makes readable are its failure:
     the receiver cannot fault on them, and waiting out the deadline as
     "never faulted" would hide it (a kernel that lost where a merged
-    pair ended did exactly that)."""
-    rc, res, out = run("backlog.ipv4.data_data", "prime")
+    pair ended did exactly that). gap:3: the prime, the third device
+    write (1 SYN, 2 ACK), one sequence number on, past a hole."""
+    rc, res, out = run("backlog.ipv4.data_data", "gap:3")
     assert res["backlog.ipv4.data_data"][0] == "fail" and rc == 1, out
     assert "never became readable" in out, out
 

@@ -12,7 +12,7 @@ import pytest
 TOP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 sys.path.insert(0, os.path.join(TOP, "tools"))
 
-from kgate import common, kernel, selftest  # noqa: E402
+from kgate import common, kernel, selftest, suite  # noqa: E402
 
 NET = "tools/testing/selftests/net"
 NEW = {f"{NET}/{n}" for n in ("backlog_coalesce.c", "backlog_peer.c", "backlog_peer.h",
@@ -124,15 +124,23 @@ def test_kgate_only_include_is_refused(tmp_path, monkeypatch):
 def test_patch_carries_no_kgate_names_or_fault_hooks(patch_bytes):
     text = patch_bytes.decode()
     added = "\n".join(ln for ln in text.splitlines() if ln.startswith("+"))
-    assert "peer_fault" not in added and "KGATE" not in added
+    assert "__wrap_" not in added and "KGATE" not in added
     assert not re.search(r"kgate", added, re.I)
+    for name in suite.load().test.faults:
+        assert name not in text
 
 
-def test_kgate_name_outside_a_fault_block_is_refused(tmp_path, monkeypatch):
+def test_shipped_files_are_plain_copies():
+    """The patch copies guest/ as it is: no block is cut out by regex."""
+    for name, text in selftest.shipped_files().items():
+        with open(os.path.join(TOP, "guest", name), encoding="utf-8") as f:
+            assert text == f.read(), name
+
+
+def test_kgate_name_in_a_shipped_file_is_refused(tmp_path, monkeypatch):
     tests = shipped_copy(tmp_path, monkeypatch)
     src = (tests / "backlog_peer.c").read_text()
-    assert "#ifdef KGATE_FAULTS" in src
-    # The first fault block no longer marked as one: its hook would ship.
-    (tests / "backlog_peer.c").write_text(src.replace("#ifdef KGATE_FAULTS\n", "#if 1\n", 1))
+    # A fault hook written into the shipped peer would ship.
+    (tests / "backlog_peer.c").write_text(src + "\n#ifdef KGATE_FAULTS\nint hook;\n#endif\n")
     with pytest.raises(common.KgateError, match="kgate's own name"):
         selftest.shipped_files()

@@ -78,7 +78,11 @@ def test_the_jobs_steps_come_from_the_suite(tmp_path, monkeypatch):
     lambda d: d["programs"].update({"../x y": d["programs"].pop("test_pkt")}),
     lambda d: d["cases"].update(fixture=""),
     lambda d: d.update(definition="a b"),
-], ids=range(17))
+    lambda d: d["programs"]["backlog_coalesce"]["faults"].update(wrap=["write; rm"]),
+    lambda d: d["programs"]["backlog_coalesce"]["faults"].pop("wrap"),
+    lambda d: d["programs"]["backlog_coalesce"]["faults"].update(sources=["../f.c"]),
+    lambda d: d["programs"]["test_pkt"].update(faults=d["programs"]["backlog_coalesce"]["faults"]),
+], ids=range(21))
 def test_a_malformed_suite_is_refused(tmp_path, change):
     _write(tmp_path, change)
     with pytest.raises(common.KgateError):

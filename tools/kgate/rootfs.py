@@ -152,8 +152,9 @@ def build_tests(tgt):
             for prog, sources in TEST_PROGRAMS.items()}
 
 
-# The native build adds a copy of backlog_coalesce with the peer's
-# test-the-test hooks (KGATE_FAULT=...; never in a guest).
+# The native build adds a copy of the test program linked with its
+# test-the-test hooks (the suite's faults: KGATE_FAULT=...; never in a
+# guest).
 FAULTS_PROGRAM = SUITE.test.name + "_faults"
 
 
@@ -165,9 +166,11 @@ def build_native(outdir):
     head = test_cflags("gcc")
     out = {prog: _compile(head, prog, sources, os.path.join(outdir, prog), "this machine")
            for prog, sources in TEST_PROGRAMS.items()}
-    out[FAULTS_PROGRAM] = _compile(head + ["-DKGATE_FAULTS"], FAULTS_PROGRAM,
-                                   TEST_PROGRAMS[SUITE.test.name],
-                                   os.path.join(outdir, FAULTS_PROGRAM), "this machine")
+    test = SUITE.test
+    if test.faults:
+        out[FAULTS_PROGRAM] = _compile(head + [f"-Wl,--wrap={w}" for w in test.wrap], FAULTS_PROGRAM,
+                                       list(test.sources) + list(test.faults),
+                                       os.path.join(outdir, FAULTS_PROGRAM), "this machine")
     return out
 
 

@@ -86,9 +86,6 @@ case that could not observe what it depends on (the hold, a required
 merge, the fast path) SKIPs as inconclusive instead of passing.
 """
 
-# kgate's test-the-test hooks (guest/backlog_peer.h): whole blocks,
-# never nested.
-_FAULT_BLOCK = re.compile(r"^#ifdef KGATE_FAULTS\n(?:(?!#ifdef |#if |#endif).*\n)*?#endif\n", re.M)
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
@@ -149,13 +146,13 @@ def shipped_files():
         text = read_text(os.path.join(GUEST, name))
         if text is None:
             raise KgateError(f"guest/{name} is missing")
-        # kgate's fault hooks stay behind (with the second of the blank
-        # lines around a block); the rest is copied as it is.
-        out[name] = re.sub(r"\n\n\n+", "\n\n", _FAULT_BLOCK.sub("", text))
-        left = re.search(r".*kgate.*", out[name], re.I)
+        # Copied as it is: kgate's fault hooks live in a file of their
+        # own (the suite's faults), linked in by ld --wrap.
+        out[name] = text
+        left = re.search(r".*kgate.*", text, re.I)
         if left:
             raise KgateError(f"guest/{name}: kgate's own name would go upstream: {left.group(0).strip()!r}"
-                             " (fault hooks belong in #ifdef KGATE_FAULTS ... #endif blocks)")
+                             " (test-the-test hooks belong in the suite's faults sources)")
     for name, text in out.items():
         for inc in _INCLUDE.findall(text):
             if inc not in out and inc not in HARNESS_INCLUDES:

@@ -22,8 +22,12 @@ _KEYS = {"name", "title", "definition", "description", "programs", "headers", "c
 # A program's name is a file name in /usr/bin and a job's step; a
 # definition's, a LAVA test definition's and a case prefix.
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
-_PROGRAM_KEYS = {"unit": {"role", "sources"}, "test": {"role", "sources"},
+_PROGRAM_KEYS = {"unit": {"role", "sources"}, "test": {"role", "sources", "faults"},
                  "bench": {"role", "sources", "args", "definition", "description", "cases"}}
+# A test program's faults: the sources of its test-the-test hooks and
+# the symbols they wrap (ld --wrap), for a native copy (rootfs.py).
+_OPTIONAL = {"faults"}
+_SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,6 +39,8 @@ class Program:
     definition: str = None    # bench: its own test definition
     description: str = None
     cases: tuple = ()         # bench: the cases it reports
+    faults: tuple = ()        # test: sources of its test-the-test hooks
+    wrap: tuple = ()          # test: the symbols those hooks wrap
 
     @property
     def run_case(self):
@@ -111,17 +117,30 @@ def load(name=DEFAULT, folder=None):
         if not isinstance(prog, str) or not _NAME.fullmatch(prog):
             _fail(path, f"program name {prog!r}: letters, digits, _ and - only")
         role = row.get("role") if isinstance(row, dict) else None
-        if role not in ROLES or set(row) != _PROGRAM_KEYS[role]:
+        need = _PROGRAM_KEYS.get(role, {"role", "sources"}) - _OPTIONAL
+        if role not in ROLES or not need <= set(row) <= _PROGRAM_KEYS[role]:
             _fail(path, f"program {prog!r} wants a role ({', '.join(ROLES)}) and exactly "
-                  f"{', '.join(sorted(_PROGRAM_KEYS.get(role, {'role', 'sources'})))}")
-        fields = {k: v for k, v in row.items() if k not in ("role", "sources", "cases")}
+                  f"{', '.join(sorted(need))}"
+                  + "".join(f" (and may have {k})" for k in sorted(_PROGRAM_KEYS.get(role, ()))
+                            if k in _OPTIONAL))
+        fields = {k: v for k, v in row.items() if k not in ("role", "sources", "cases", "faults")}
+        fault_srcs = wrap = ()
+        if "faults" in row:
+            faults = row["faults"]
+            if not isinstance(faults, dict) or set(faults) != {"sources", "wrap"}:
+                _fail(path, f"program {prog!r}: faults wants sources and wrap")
+            fault_srcs = _names(path, faults["sources"], f"{prog}'s fault sources")
+            wrap = _names(path, faults["wrap"], f"{prog}'s wrapped symbols")
+            if not all(_SYMBOL.fullmatch(w) for w in wrap):
+                _fail(path, f"program {prog!r}: faults' wrap wants C symbol names")
         for k, v in fields.items():
             if not isinstance(v, str) or not v:
                 _fail(path, f"program {prog!r}: {k} wants text")
         programs.append(Program(name=str(prog), role=role,
                                 sources=_names(path, row["sources"], f"{prog}'s sources"),
                                 cases=_names(path, row["cases"], f"{prog}'s cases")
-                                if "cases" in row else (), **fields))
+                                if "cases" in row else (),
+                                faults=fault_srcs, wrap=wrap, **fields))
     # The verdict knows one program of each role (results.py).
     for role in ROLES:
         if sum(p.role == role for p in programs) != 1:
@@ -151,7 +170,7 @@ def load(name=DEFAULT, folder=None):
                 description=data["description"], programs=tuple(programs),
                 headers=_names(path, data["headers"], "headers"), cases=names,
                 fixture=cases["fixture"], control_must_fail=must)
-    for src in out.sources:
+    for src in out.sources + sorted({s for p in programs for s in p.faults}):
         if os.path.basename(src) != src:
             _fail(path, f"{src}: a file directly under guest/")
     return out
