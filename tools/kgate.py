@@ -17,8 +17,8 @@ except ImportError as e:
     sys.exit(2)
 
 try:
-    # The modules read the checkout's data when imported (suites/*.yaml):
-    # a file that cannot be used is a usage error, never a verdict.
+    # A module that reads the checkout's data when imported (a file
+    # that cannot be used) is a usage error, never a verdict.
     from kgate.cli import main
 except Exception as e:  # noqa: BLE001
     from kgate.common import KgateError

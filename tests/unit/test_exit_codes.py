@@ -87,7 +87,7 @@ SCENARIOS = [
     (4, "inconclusive", ["run", "x86_64", "--variant", "fixed"],
      {"x86_64": [("complete", cases(ipv4_data_fin="skip"))]}, None),
     (5, "error", ["run", "x86_64", "--variant", "fixed"],
-     {"x86_64": [("complete", cases(**{results.RUN_CASE: "fail"}))]}, None),
+     {"x86_64": [("complete", cases(**{results.gate().run_cases[0]: "fail"}))]}, None),
     (6, "flaky", ["run", "x86_64", "--variant", "fixed", "--repeat", "2"],
      {"x86_64": [("complete", cases()), ("complete", cases(ipv4_data_fin="fail"))]}, None),
     (7, "a bug of kgate's own", ["run", "x86_64", "--variant", "fixed"],

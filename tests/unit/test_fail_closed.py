@@ -623,7 +623,7 @@ def test_a_planned_job_that_never_came_is_not_a_pass(tmp_path, fake_lab, capsys)
 
 
 def test_a_failed_case_in_any_definition_decides():
-    for definition in (results.BENCH_DEFINITION, "1_kgate-bench", "other"):
+    for definition in (results.gate().bench_definitions[0], "1_kgate-bench", "other"):
         cs = cases() + [{"definition": definition, "case": "backlog.ipv4.data_fin",
                          "result": "fail"}]
         assert results.job_verdict("fixed", "complete", cs)[0] == results.REGRESSION
@@ -678,11 +678,11 @@ def test_git_headers_count_only_inside_a_diff(tmp_path):
 
 def test_a_benchmark_cut_off_after_a_median_is_its_kernels_error(tmp_path, capsys):
     cs = cases() + [
-        {"definition": results.BENCH_DEFINITION, "case": c, "result": "pass"}
-        for c in results.BENCH_CASES] + [
-        {"definition": results.BENCH_DEFINITION, "case": results.BENCH_RUN_CASE,
+        {"definition": results.gate().bench_definitions[0], "case": c, "result": "pass"}
+        for c in results.gate().bench_cases] + [
+        {"definition": results.gate().bench_definitions[0], "case": results.gate().bench_run_cases[0],
          "result": "fail"},
-        {"definition": results.BENCH_DEFINITION, "case": "bulk_ratio", "result": "pass",
+        {"definition": results.gate().bench_definitions[0], "case": "bulk_ratio", "result": "pass",
          "measurement": 1.3, "units": "x"}]
     path = _results_file(tmp_path, [_job("fixed", cs)])
     assert cli.main(["matrix", path]) == CODES[results.ERROR]

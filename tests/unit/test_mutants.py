@@ -40,7 +40,7 @@ def test_mutant_touches_only_tcp_ipv4_and_names_its_catch(m):
     assert re.search(r"^Signed-off-by: ", text, re.M)
     # The cases that must catch it exist; only the mutants that hide or
     # stop merging may come out merely inconclusive.
-    assert set(m["expect"]) <= set(results.JUDGED_CASES), m["expect"]
+    assert set(m["expect"]) <= set(results.judged_cases()), m["expect"]
     assert m["expect"] or m["inconclusive_allowed"]
     assert m["inconclusive_allowed"] == (m["name"] in ("20-no-count", "21-no-merge"))
 
@@ -132,8 +132,8 @@ def test_select():
 
 def guest_cases(**res):
     """Every case a job reports, passed unless named: ipv4.data_csum='fail'."""
-    base = {c: "pass" for c in results.JUDGED_CASES + [results.RUN_CASE, results.UNIT_RUN_CASE]}
-    base.update({f"{results.FIXTURE}.{k}": v for k, v in res.items()})
+    base = {c: "pass" for c in list(results.judged_cases()) + [results.gate().run_cases[0], results.gate().unit_run_cases[0]]}
+    base.update({f"{results.gate().fixtures[0]}.{k}": v for k, v in res.items()})
     return [{"case": k, "result": v} for k, v in base.items()]
 
 
@@ -145,7 +145,7 @@ def merge_required_skipped(fam="ipv4"):
 
 def caught_as_expected(m):
     """What a gate that sees every rule reports for mutant m."""
-    res = {c[len(results.FIXTURE) + 1:]: "fail" for c in m["expect"]}
+    res = {c[len(results.gate().fixtures[0]) + 1:]: "fail" for c in m["expect"]}
     if m["inconclusive_allowed"]:
         res.update(merge_required_skipped("ipv4"), **merge_required_skipped("ipv6"))
     return guest_cases(**res)

@@ -42,24 +42,24 @@ from kgate import (bench, bisect, cli, common, golden, kernel, lab, lavalog,  # 
 from kgate import run as runner  # noqa: E402
 
 UNDER_TEST = [v for v in common.ALL_VARIANTS if results.under_test(v)]
-NAMES = (results.GUEST_CASES + [results.RUN_CASE, results.UNIT_RUN_CASE, "csum_rfc1071",
+NAMES = (list(results.gate().cases) + [results.gate().run_cases[0], results.gate().unit_run_cases[0], "csum_rfc1071",
                                 lavalog.KERNEL_LOG_CASE])
 STATUSES = ["pass", "skip", "fail", "unknown", "FAIL", "", None]
-BENCH = [{"definition": results.BENCH_DEFINITION, "case": c, "result": "pass"}
-         for c in results.BENCH_CASES + [results.BENCH_RUN_CASE]]
+BENCH = [{"definition": results.gate().bench_definitions[0], "case": c, "result": "pass"}
+         for c in list(results.gate().bench_cases) + [results.gate().bench_run_cases[0]]]
 TIMEOUT = ["lava-test-shell timed out after 180 seconds"]
 
 
 def _case(name, status):
-    if name in results.BENCH_CASES + [results.BENCH_RUN_CASE]:
-        return {"definition": results.BENCH_DEFINITION, "case": name, "result": status}
+    if name in list(results.gate().bench_cases) + [results.gate().bench_run_cases[0]]:
+        return {"definition": results.gate().bench_definitions[0], "case": name, "result": status}
     return {"case": name, "result": status}
 
 
 # The cases whose results change a verdict the most, drawn as often as
 # all the others together.
-SPECIAL = ([results.RUN_CASE, results.UNIT_RUN_CASE, "csum_rfc1071", lavalog.KERNEL_LOG_CASE,
-            results.BENCH_RUN_CASE] + results.BENCH_CASES + results.KNOWN_BAD_MUST_FAIL)
+SPECIAL = ([results.gate().run_cases[0], results.gate().unit_run_cases[0], "csum_rfc1071", lavalog.KERNEL_LOG_CASE,
+            results.gate().bench_run_cases[0]] + list(results.gate().bench_cases) + list(results.gate().control_must_fail))
 any_case = st.one_of(st.sampled_from(SPECIAL), st.sampled_from(NAMES))
 reports = st.lists(st.tuples(any_case, st.sampled_from(["fail", "pass", "skip"] + STATUSES)),
                    max_size=6)

@@ -1,5 +1,5 @@
-"""The shape the tooling keeps, checked by reading its source: paths come
-from the workspace when a function runs, the known-bad variant has one
+"""The shape the tooling keeps, checked by reading its source: paths and
+the gate's suites come from the workspace when a function runs, the known-bad variant has one
 name, a job's results entry has one constructor, the README stays short."""
 import ast
 import glob
@@ -41,6 +41,10 @@ def test_no_module_reads_the_environment_or_the_workspace_at_import(path):
         assert not (isinstance(node, ast.Attribute) and text in ("os.environ", "os.getenv")), \
             f"{os.path.basename(path)}:{node.lineno}: {text} read at import"
         assert not (isinstance(node, ast.Call) and "current()" in text), \
+            f"{os.path.basename(path)}:{node.lineno}: {text} at import"
+        # the gate's suites too: read when a verdict or a job is made
+        assert not (isinstance(node, ast.Call) and
+                    any(text.startswith(f) for f in ("suite.load(", "load_suite(", "suite.gate("))), \
             f"{os.path.basename(path)}:{node.lineno}: {text} at import"
 
 

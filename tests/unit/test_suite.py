@@ -18,13 +18,13 @@ def test_the_backlog_suite_is_what_the_judge_and_the_build_use():
     assert [p.name for p in s.programs] == ["test_pkt", "backlog_coalesce", "backlog_bench"]
     assert [p.role for p in s.programs] == ["unit", "test", "bench"]
     assert len(s.cases) == 6 * 22 and s.cases[0] == "backlog.ipv4.data_data"
-    assert results.GUEST_CASES == list(s.cases)
-    assert results.RUN_CASE == "backlog_coalesce-run" and results.UNIT_RUN_CASE == "test_pkt-run"
-    assert results.BENCH_RUN_CASE == "backlog_bench-run"
-    assert results.BENCH_DEFINITION == "kgate-bench"
-    assert results.KNOWN_BAD_MUST_FAIL == [f"backlog.ipv{v}.data_{c}" for v in (4, 6)
+    assert results.gate().cases == s.cases
+    assert results.gate().run_cases[0] == "backlog_coalesce-run" and results.gate().unit_run_cases[0] == "test_pkt-run"
+    assert results.gate().bench_run_cases[0] == "backlog_bench-run"
+    assert results.gate().bench_definitions[0] == "kgate-bench"
+    assert list(results.gate().control_must_fail) == [f"backlog.ipv{v}.data_{c}" for v in (4, 6)
                                            for c in ("fin", "rst", "noack")]
-    assert rootfs.TEST_PROGRAMS == {p.name: list(p.sources) for p in s.programs}
+    assert rootfs.test_programs() == {p.name: list(p.sources) for p in s.programs}
     for src in s.sources:
         assert os.path.isfile(os.path.join(suite.GUEST, src)), src
 
@@ -37,27 +37,106 @@ def _write(tmp_path, change):
     (tmp_path / "other.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
 
 
-def test_the_jobs_steps_come_from_the_suite(tmp_path, monkeypatch):
-    def rename(data):
-        data["definition"] = "kgate-other"
-        data["title"] = "other suite"
-        data["programs"] = {"unit_a": data["programs"]["test_pkt"],
-                            "prog_b": data["programs"]["backlog_coalesce"],
-                            "bench_c": dict(data["programs"]["backlog_bench"],
-                                            definition="kgate-c", args="--fast")}
-    _write(tmp_path, rename)
-    other = suite.load("other", str(tmp_path))
-    monkeypatch.setattr(render, "SUITE", other)
-    monkeypatch.setitem(render.DEFAULTS, "bench_args", other.bench.args)
+def _other(data):
+    """A second suite beside backlog: its own programs, definitions,
+    fixture and must-fail cases."""
+    data["definition"] = "kgate-other"
+    data["title"] = "other suite"
+    data["programs"] = {"unit_a": data["programs"]["test_pkt"],
+                        "prog_b": data["programs"]["backlog_coalesce"],
+                        "bench_c": dict(data["programs"]["backlog_bench"],
+                                        definition="kgate-c", args="--fast",
+                                        cases=["c.one"])}
+    data["cases"] = {"fixture": "other", "variants": ["v4"], "tests": ["t1", "t2"]}
+    data["control_must_fail"] = ["other.v4.t2"]
+
+
+def _gate(tmp_path, *names, change=_other):
+    """A folder of suites: backlog's file, 'other' made by change, and
+    a gate.yaml listing names."""
+    shutil.copy(os.path.join(suite.SUITES, "backlog.yaml"), tmp_path / "backlog.yaml")
+    _write(tmp_path, change)
+    (tmp_path / "gate.yaml").write_text(yaml.safe_dump({"suites": list(names)}))
+    return str(tmp_path)
+
+
+def _steps(job):
+    return [(a["test"]["definitions"][0]["name"], a["test"]["definitions"][0]["repository"]["run"]["steps"])
+            for a in job["actions"] if "test" in a]
+
+
+def test_the_jobs_steps_come_from_the_suite(tmp_path, use_workspace):
+    use_workspace(tmp_path / "b", suites=_gate(tmp_path, "other"))
     art = {"url": "http://x/k", "sha256": "0" * 64}
-    text = render.render_job(common.target("x86_64"), "fixed", art, art)
-    job = yaml.safe_load(text)
+    job = yaml.safe_load(render.render_job(common.target("x86_64"), "fixed", art, art))
     assert job["job_name"].endswith(": other suite")
-    tests = [a["test"]["definitions"][0] for a in job["actions"] if "test" in a]
-    assert [t["name"] for t in tests] == ["kgate-other", "kgate-c"]
-    assert tests[0]["repository"]["run"]["steps"] == ["kgate-lava /usr/bin/unit_a",
-                                                      "kgate-lava /usr/bin/prog_b"]
-    assert tests[1]["repository"]["run"]["steps"][0] == "kgate-lava /usr/bin/bench_c --fast"
+    assert _steps(job) == [
+        ("kgate-other", ["kgate-lava /usr/bin/unit_a", "kgate-lava /usr/bin/prog_b"]),
+        ("kgate-c", ["kgate-lava /usr/bin/bench_c --fast", "kgate-kernel-log"])]
+
+
+def test_a_second_suite_is_one_file_and_one_line(tmp_path, use_workspace):
+    """Two suites in suites/gate.yaml: the job runs both (benchmarks
+    last, the kernel log at the very end), the initramfs has both's
+    programs, and the verdict judges both's cases; no module names
+    either."""
+    use_workspace(tmp_path / "b", suites=_gate(tmp_path, "backlog", "other"))
+    art = {"url": "http://x/k", "sha256": "0" * 64}
+    fixed = yaml.safe_load(render.render_job(common.target("x86_64"), "fixed", art, art))
+    assert fixed["job_name"].endswith(": backlog coalescing + other suite")
+    assert _steps(fixed) == [
+        ("kgate-backlog", ["kgate-lava /usr/bin/test_pkt", "kgate-lava /usr/bin/backlog_coalesce"]),
+        ("kgate-other", ["kgate-lava /usr/bin/unit_a", "kgate-lava /usr/bin/prog_b"]),
+        ("kgate-bench", ["kgate-lava /usr/bin/backlog_bench --reps 11 --bulk-bytes 16M "
+                         "--drain 0,100,1000"]),
+        ("kgate-c", ["kgate-lava /usr/bin/bench_c --fast", "kgate-kernel-log"])]
+    bad = yaml.safe_load(render.render_job(common.target("x86_64"), common.KNOWN_BAD, art, art))
+    assert [s for _, s in _steps(bad)][-1][-1] == "kgate-kernel-log" and len(_steps(bad)) == 2
+    assert set(rootfs.test_programs()) == {"test_pkt", "backlog_coalesce", "backlog_bench",
+                                           "unit_a", "prog_b", "bench_c"}
+
+    g = results.gate()
+    assert g.cases[-2:] == ("other.v4.t1", "other.v4.t2") and len(g.cases) == 6 * 22 + 2
+
+    def job(variant, **res):
+        by = {c: "pass" for c in g.cases + g.run_cases + g.unit_run_cases + ("kernel-log",)}
+        by.update(res)
+        cases = [{"definition": "1_kgate-backlog", "case": c, "result": r} for c, r in by.items()
+                 if r is not None]
+        cases += [{"definition": f"{2 + i}_{d}", "case": c, "result": "pass"}
+                  for i, (d, cs) in enumerate((("kgate-bench", g.role("bench")[0].cases),
+                                               ("kgate-c", ["c.one"])))
+                  for c in list(cs) + [g.bench_run_cases[i]]] if variant == "fixed" else []
+        return results.job_verdict(variant, "complete", cases, bench=variant == "fixed")
+
+    assert job("fixed") == (results.PASS, "all cases passed")
+    assert job("fixed", **{"other.v4.t2": "fail"})[0] == results.REGRESSION
+    assert job("fixed", **{"other.v4.t1": "skip"}) == (results.INCONCLUSIVE,
+                                                       "inconclusive: other.v4.t1")
+    verdict, why = job("fixed", **{"prog_b-run": None})
+    assert verdict == results.INFRA and "prog_b-run" in why
+    assert job("fixed", **{"prog_b-run": "fail"})[0] == results.ERROR
+    assert job("fixed", **{"unit_a-run": "fail"})[0] == results.INFRA
+    must = {c: "fail" for c in g.control_must_fail}
+    assert job(common.KNOWN_BAD, **must)[0] == results.CAUGHT
+    # backlog's control caught, other's passed: the gate is blind there
+    verdict, why = job(common.KNOWN_BAD, **dict(must, **{"other.v4.t2": "pass"}))
+    assert verdict == results.MISSED and "other.v4.t2" in why
+
+
+@pytest.mark.parametrize("names,change,what", [
+    (["backlog", "backlog"], _other, "distinct"),
+    (["backlog", "nope"], _other, "suite 'nope'"),
+    (["backlog", "other"], lambda d: (_other(d), d["programs"].update(
+        test_pkt=d["programs"].pop("unit_a"))), "program test_pkt"),
+    (["backlog", "other"], lambda d: (_other(d), d["cases"].update(fixture="backlog"),
+                                      d.update(control_must_fail=["backlog.v4.t2"])), "fixture"),
+    (["backlog", "other"], lambda d: (_other(d), d["programs"]["bench_c"].update(
+        definition="kgate-bench")), "definitions must differ"),
+], ids=["twice", "unknown", "program", "fixture", "definition"])
+def test_a_gate_whose_suites_clash_is_refused(tmp_path, names, change, what):
+    with pytest.raises(common.KgateError, match=what):
+        suite.gate(_gate(tmp_path, *names, change=change))
 
 
 @pytest.mark.parametrize("change", [
@@ -72,7 +151,8 @@ def test_the_jobs_steps_come_from_the_suite(tmp_path, monkeypatch):
     lambda d: d.update(control_must_fail=["backlog.ipv4.nope"]),
     lambda d: d["cases"].update(tests=["a", "a"]),
     lambda d: d.update(title=""),
-    lambda d: d["programs"].pop("backlog_bench"),
+    lambda d: d["programs"].pop("backlog_coalesce"),
+    lambda d: d["programs"].update(bench_2=dict(d["programs"]["backlog_bench"], definition="k2")),
     lambda d: d["programs"]["backlog_bench"].update(definition="kgate-backlog"),
     lambda d: d["programs"]["backlog_bench"].update(definition="x_kgate-backlog"),
     lambda d: d["programs"].update({"../x y": d["programs"].pop("test_pkt")}),
@@ -82,7 +162,7 @@ def test_the_jobs_steps_come_from_the_suite(tmp_path, monkeypatch):
     lambda d: d["programs"]["backlog_coalesce"]["faults"].pop("wrap"),
     lambda d: d["programs"]["backlog_coalesce"]["faults"].update(sources=["../f.c"]),
     lambda d: d["programs"]["test_pkt"].update(faults=d["programs"]["backlog_coalesce"]["faults"]),
-], ids=range(21))
+], ids=range(22))
 def test_a_malformed_suite_is_refused(tmp_path, change):
     _write(tmp_path, change)
     with pytest.raises(common.KgateError):

@@ -128,7 +128,7 @@ def test_parse_recorded_fixed_log():
     r = lavalog.parse(read("lava-run-x86_64-fixed.log"))
     assert r["health"] == "complete"
     by = {c["case"]: c["result"] for c in r["cases"]}
-    assert set(results.GUEST_CASES + [results.RUN_CASE, results.UNIT_RUN_CASE]) <= set(by)
+    assert set(list(results.gate().cases) + [results.gate().run_cases[0], results.gate().unit_run_cases[0]]) <= set(by)
     assert set(by.values()) == {"pass"}
     assert results.job_verdict("fixed", r["health"], r["cases"])[0] == results.PASS
 
@@ -136,7 +136,7 @@ def test_parse_recorded_fixed_log():
 def test_parse_recorded_known_bad_log():
     r = lavalog.parse(read("lava-run-x86_64-known-bad.log"))
     by = {c["case"]: c["result"] for c in r["cases"]}
-    for case in results.KNOWN_BAD_MUST_FAIL:
+    for case in results.gate().control_must_fail:
         assert by[case] == "fail", case
     assert by["backlog.ipv4.data_data"] == "pass" and by["backlog.ipv6_off.data_fin"] == "pass"
     assert results.job_verdict("known-bad", r["health"], r["cases"])[0] == results.CAUGHT
@@ -165,18 +165,18 @@ def full(name):
     """ipv4_ctl_data_urg -> backlog.ipv4_ctl.data_urg: short names for
     keyword arguments."""
     m = re.match(r"^(ipv[46])(_off|_ctl)?_(.+)$", name)
-    return f"{results.FIXTURE}.{m.group(1)}{m.group(2) or ''}.{m.group(3)}" if m else name
+    return f"{results.gate().fixtures[0]}.{m.group(1)}{m.group(2) or ''}.{m.group(3)}" if m else name
 
 
 def cases(**res):
-    base = {c: "pass" for c in results.GUEST_CASES + [results.RUN_CASE, results.UNIT_RUN_CASE,
+    base = {c: "pass" for c in list(results.gate().cases) + [results.gate().run_cases[0], results.gate().unit_run_cases[0],
                                                        "csum_rfc1071", lavalog.KERNEL_LOG_CASE]}
     base.update({full(k): v for k, v in res.items()})
     return [{"case": k, "result": v} for k, v in base.items()]
 
 
-ALL_BAD = {c.replace(f"{results.FIXTURE}.", "").replace(".", "_"): "fail"
-           for c in results.KNOWN_BAD_MUST_FAIL}
+ALL_BAD = {c.replace(f"{results.gate().fixtures[0]}.", "").replace(".", "_"): "fail"
+           for c in results.gate().control_must_fail}
 
 
 @pytest.mark.parametrize("variant,health,res,expect", [
@@ -186,16 +186,16 @@ ALL_BAD = {c.replace(f"{results.FIXTURE}.", "").replace(".", "_"): "fail"
     ("fixed", "complete", {"backlog.ipv4.data_data": "skip"}, results.INCONCLUSIVE),
     ("fixed", "incomplete", {}, results.INFRA),
     # the test program crashed or bailed out on the kernel under test
-    ("fixed", "complete", {results.RUN_CASE: "fail"}, results.ERROR),
-    ("candidate", "complete", {results.RUN_CASE: "fail"}, results.ERROR),
+    ("fixed", "complete", {results.gate().run_cases[0]: "fail"}, results.ERROR),
+    ("candidate", "complete", {results.gate().run_cases[0]: "fail"}, results.ERROR),
     # ... on the control: not the kernel under test
-    ("known-bad", "complete", dict(ALL_BAD, **{results.RUN_CASE: "fail"}), results.INFRA),
+    ("known-bad", "complete", dict(ALL_BAD, **{results.gate().run_cases[0]: "fail"}), results.INFRA),
     # a failed case decides, whatever happened after it
-    ("fixed", "complete", {"backlog.ipv4.data_fin": "fail", results.RUN_CASE: "fail"},
+    ("fixed", "complete", {"backlog.ipv4.data_fin": "fail", results.gate().run_cases[0]: "fail"},
      results.REGRESSION),
     ("fixed", "incomplete", {"backlog.ipv4.data_fin": "fail"}, results.REGRESSION),
     # test_pkt barely touches the kernel: its crash is ours
-    ("fixed", "complete", {results.UNIT_RUN_CASE: "fail"}, results.INFRA),
+    ("fixed", "complete", {results.gate().unit_run_cases[0]: "fail"}, results.INFRA),
     ("fixed", "complete", {"csum_rfc1071": "fail"}, results.REGRESSION),
     ("known-bad", "complete", dict(ALL_BAD, csum_rfc1071="fail"), results.INFRA),
     ("known-bad", "complete", ALL_BAD, results.CAUGHT),
@@ -226,7 +226,7 @@ def test_run_verdict_and_json(tmp_path):
     doc = results.write_json(str(tmp_path / "results.json"), "run1", "t0", "t1", jobs)
     assert doc["verdict"] == results.PASS and doc["exit_code"] == 0
     loaded = json.loads((tmp_path / "results.json").read_text())
-    assert len(loaded["results"]) == 2 * (len(results.GUEST_CASES) + 4)  # run cases, the unit case, kernel-log
+    assert len(loaded["results"]) == 2 * (len(results.gate().cases) + 4)  # run cases, the unit case, kernel-log
     row = [r for r in loaded["results"]
            if r["variant"] == "known-bad" and r["case"] == "backlog.ipv4.data_fin"][0]
     assert row == {"arch": "x86_64", "variant": "known-bad", "case": "backlog.ipv4.data_fin", "result": "fail",
@@ -248,7 +248,7 @@ BENCH = "1_kgate-bench"
 def bench_cases(res=None, figs=None):
     """The benchmark's cases as LAVA reports them: verdicts and figures."""
     out = []
-    base = {c: "pass" for c in results.BENCH_CASES + [results.BENCH_RUN_CASE]}
+    base = {c: "pass" for c in list(results.gate().bench_cases) + [results.gate().bench_run_cases[0]]}
     base.update(res or {})
     for name, r in base.items():
         out.append({"definition": BENCH, "case": name, "result": r})
@@ -263,7 +263,7 @@ def bench_cases(res=None, figs=None):
     ({"bench.bulk": "skip"}, results.PASS),          # one CPU: reported, not gating
     ({"bench.bulk": "fail"}, results.REGRESSION),    # a broken stream
     ({"bench.drain": "fail"}, results.REGRESSION),   # merged with the sysctl at 0
-    ({results.BENCH_RUN_CASE: "fail"}, results.ERROR),   # crashed on the kernel under test
+    ({results.gate().bench_run_cases[0]: "fail"}, results.ERROR),   # crashed on the kernel under test
 ])
 def test_bench_part_of_the_verdict(res, expect):
     assert results.job_verdict("fixed", "complete", cases() + bench_cases(res),
@@ -272,7 +272,7 @@ def test_bench_part_of_the_verdict(res, expect):
 
 def test_a_failed_case_outranks_a_broken_benchmark():
     c = cases(**{"backlog.ipv4.data_fin": "fail"})
-    for bench in ({results.BENCH_RUN_CASE: "fail"}, {}):
+    for bench in ({results.gate().bench_run_cases[0]: "fail"}, {}):
         v = results.job_verdict("fixed", "complete", c + bench_cases(bench) if bench else c,
                                 bench=True)
         assert v[0] == results.REGRESSION, v
@@ -284,8 +284,8 @@ TIMEOUT = ["lava-test-shell: lava-test-shell timed out after 180 seconds"]
 def test_a_program_that_hangs_on_the_kernel_under_test_is_its_error():
     # unit tests done, backlog_coalesce reported 17 results, then LAVA's
     # test shell ran out of time: the program hung on this kernel
-    c = [x for x in cases() if x["case"] != results.RUN_CASE][:17] + \
-        [{"case": results.UNIT_RUN_CASE, "result": "pass"}]
+    c = [x for x in cases() if x["case"] != results.gate().run_cases[0]][:17] + \
+        [{"case": results.gate().unit_run_cases[0], "result": "pass"}]
     v, why = results.job_verdict("candidate", "incomplete", c, errors=TIMEOUT)
     assert v == results.ERROR and "stopped after 17 of 132" in why, why
     # the control, or no timeout of the test shell (a log that broke off,
@@ -295,7 +295,7 @@ def test_a_program_that_hangs_on_the_kernel_under_test_is_its_error():
     assert results.job_verdict("candidate", "incomplete", c, errors=[
         "auto-login-action: auto-login-action timed out after 120 seconds"])[0] == results.INFRA
     # test_pkt never finished: nothing says the kernel did it
-    c2 = [x for x in c if x["case"] != results.UNIT_RUN_CASE]
+    c2 = [x for x in c if x["case"] != results.gate().unit_run_cases[0]]
     assert results.job_verdict("candidate", "incomplete", c2, errors=TIMEOUT)[0] == results.INFRA
 
 
@@ -407,7 +407,7 @@ def test_bench_cases_match_the_program():
     names = [line.split()[2] for line in out.splitlines()
              if line.startswith(("ok ", "not ok ")) and not line.startswith("not")] + \
             [line.split()[3] for line in out.splitlines() if line.startswith("not ok ")]
-    assert sorted(names) == sorted(results.BENCH_CASES), out
+    assert sorted(names) == sorted(results.gate().bench_cases), out
     figs = [line.split()[2] for line in out.splitlines() if line.startswith("# kgate-measure ")]
     assert "bulk_on_goodput" in figs and "drain_10_on_time" in figs, out
 
@@ -445,7 +445,7 @@ def test_guest_cases_match_the_program():
     if not prog:
         pytest.skip("KGATE_NATIVE_TEST not set (make check sets it)")
     out = subprocess.run([prog, "--list"], capture_output=True, text=True, check=True).stdout
-    assert out.split() == results.GUEST_CASES
+    assert out.split() == list(results.gate().cases)
 
 
 # --- kernel configuration --------------------------------------------------
@@ -1091,7 +1091,7 @@ def test_html_report_in_headless_chromium(tmp_path):
     assert p.cells[("backlog.ipv4.data_fin", "x86_64/known-bad")] == ("xfail", "fail (expected)")
     assert p.cells[("backlog.ipv6.data_data", "x86_64/fixed")] == ("skip", "skip")
     assert p.cells[("backlog.ipv4.data_data", "x86_64/known-bad")] == ("pass", "pass")
-    assert len(p.cells) == 2 * (len(results.GUEST_CASES) + 4)
+    assert len(p.cells) == 2 * (len(results.gate().cases) + 4)
     assert "<h1>kgate run r&lt;1&gt;</h1>" in dom      # text is escaped
 
 

@@ -117,8 +117,10 @@ def incremental(names):
 def targets_table(names, doc):
     """Per target: builds as recorded, and the jobs of run doc."""
     jobs = {(j["target"], j["variant"]): j for j in (doc or {}).get("jobs", [])}
-    heads = ["target", "kernel cold", "files", "known-bad on top", "files", "initramfs",
-             "boot", results.TEST, "bench", "job fixed", "job known-bad"]
+    g = results.gate()
+    tests, benches = g.role("test"), g.role("bench")
+    heads = (["target", "kernel cold", "files", "known-bad on top", "files", "initramfs", "boot"]
+             + [p.name for p in tests] + ["bench", "job fixed", "job known-bad"])
     rows = []
     for name in names:
         cold = kernel.build_record(name, "fixed", "cold") or {}
@@ -131,7 +133,9 @@ def targets_table(names, doc):
             _fmt(_secs(os.path.join(os.path.dirname(rootfs.rootfs_path(name)),
                                     "build-seconds"))),
             _fmt((fixed.get("timing") or {}).get("boot")),
-            _fmt(progs.get(results.TEST)), _fmt(progs.get(results.BENCH)),
+        ] + [_fmt(progs.get(p.name)) for p in tests] + [
+            _fmt(sum(progs[p.name] for p in benches) if benches and
+                 all(isinstance(progs.get(p.name), (int, float)) for p in benches) else None),
             _fmt(fixed.get("seconds")), _fmt(jobs.get((name, KNOWN_BAD), {}).get("seconds")),
         ])
     return format_table(heads, rows)

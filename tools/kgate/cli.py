@@ -9,7 +9,7 @@ import traceback
 from . import (bench, bisect, compare, figures, golden, kcidb, kernel, lab, mutants, render,
                results, rootfs, soak)
 from . import run as runner
-from . import selftest, workspace
+from . import selftest, suite, workspace
 from .common import (ALL_VARIANTS, CANDIDATE, KNOWN_BAD, TOP, VARIANTS, CandidateError, InfraError,
                      KgateError, base_variant, debug_twin, default_targets,
                      expand_targets, group_of, load_targets, log, target, with_debug,
@@ -689,6 +689,9 @@ def main(argv=None):
         except ValueError as e:
             raise KgateError(str(e)) from None
         args = parser().parse_args(argv)
+        # The gate's suites, checked before any command reads them: a
+        # suite file that cannot be used is a usage error, never a verdict.
+        suite.current()
         if isinstance(getattr(args, "target", None), list):
             # Groups and 'all' stand for their targets; none named: each
             # command's own default.

@@ -91,7 +91,7 @@ def compare(base, new):
             lines.append(f"{name}: verdict {bj['verdict']} -> {nj['verdict']}")
         bc = {c["case"]: c["result"] for c in bj["cases"] if c.get("measurement") is None}
         nc = {c["case"]: c["result"] for c in nj["cases"] if c.get("measurement") is None}
-        expect_fail = set(results.KNOWN_BAD_MUST_FAIL) if key[1] == KNOWN_BAD else set()
+        expect_fail = set(results.gate().control_must_fail) if key[1] == KNOWN_BAD else set()
         groups = {"NEW FAILURES": [], "fixed": [], "newly inconclusive": [], "MISSING cases": [],
                   "new cases": []}
         for c, r in bc.items():

@@ -104,14 +104,14 @@ def outcome(verdict, inconclusive_allowed):
 
 
 def short(case):
-    return case[len(results.FIXTURE) + 1:] if case.startswith(results.FIXTURE + ".") else case
+    return results.short_case(case)
 
 
 def job_entry(mutant, job):
     """One target's part of a mutant's result."""
     by_name = {c["case"]: c["result"] for c in job.get("cases", [])}
     failed = [c for c, r in by_name.items() if r == "fail"]
-    skipped = [c for c in results.GUEST_CASES if by_name.get(c) == "skip"]
+    skipped = [c for c in results.gate().cases if by_name.get(c) == "skip"]
     return {
         "target": job["target"], "verdict": job["verdict"], "reason": job.get("reason", ""),
         "outcome": outcome(job["verdict"], mutant["inconclusive_allowed"]),
@@ -159,7 +159,7 @@ def judge(mutant, target_names, doc, run_dir, seconds, error=None):
 
 
 def _case_order(case):
-    order = results.GUEST_CASES
+    order = results.gate().cases
     return (order.index(case) if case in order else len(order), case)
 
 

@@ -12,9 +12,6 @@ from .common import (ALL_VARIANTS, KNOWN_BAD, TOP, KgateError, atomic_write, che
 TEMPLATES = os.path.join(TOP, "templates")
 PROMPT = "kgate# "
 
-# The suite the jobs run: its programs become the steps of its test
-# definitions.
-SUITE = suite.load()
 DEFAULTS = {
     "device_type": "qemu",
     "job_prefix": "kgate ",
@@ -22,9 +19,6 @@ DEFAULTS = {
     "visibility": "public",
     "tags": [],
     "timeouts": {"job": 15, "action": 3, "deploy": 2, "boot": 2, "test": 3, "bench": 6},
-    # The suite's benchmark's command line (suites/backlog.yaml); None
-    # leaves the benchmark out of the job.
-    "bench_args": SUITE.bench.args if SUITE.bench else None,
 }
 # The benchmark measures kernels meant to ship, not the known-bad control.
 NO_BENCH_VARIANTS = (KNOWN_BAD,)
@@ -38,7 +32,7 @@ DEBUG_TIMEOUT_FACTOR = 3
 def has_bench(variant, bench=True):
     """Whether the jobs of this variant run the benchmark; bench=False:
     no job does (the mutation check)."""
-    return bench and variant not in NO_BENCH_VARIANTS and DEFAULTS["bench_args"] is not None
+    return bench and variant not in NO_BENCH_VARIANTS and bool(suite.current().role("bench"))
 
 
 def _env():
@@ -119,8 +113,9 @@ def job_values(tgt, variant, kernel, rootfs, bench=True, **overrides):
     vals.update({k: v for k, v in overrides.items() if v is not None and k != "timeouts"})
     # Overridden timeouts replace only the ones they name.
     vals["timeouts"].update(overrides.get("timeouts") or {})
-    if not bench or variant in NO_BENCH_VARIANTS:
-        vals["bench_args"] = None
+    # The gate's suites (suites/gate.yaml): each one's programs become
+    # the steps of its test definition, each benchmark its own.
+    gate = suite.current()
     vals.update({
         "target": tgt,
         "variant": variant,
@@ -129,7 +124,9 @@ def job_values(tgt, variant, kernel, rootfs, bench=True, **overrides):
         # Overridable for the tests of bad days (a guest that panics).
         "kernel_cmdline": overrides.get("kernel_cmdline") or kernel_cmdline(tgt),
         "prompt": PROMPT,
-        "suite": SUITE,
+        "suites": gate.suites,
+        "title": " + ".join(s.title for s in gate.suites),
+        "benches": gate.role("bench") if has_bench(variant, bench) else [],
         "qemu_extra": qemu_extra(tgt),
     })
     return vals

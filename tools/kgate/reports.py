@@ -13,9 +13,10 @@ def _case_outcome(job, case):
     gate is blind) when they pass."""
     res = case["result"]
     runs = job.get("flaky_cases", {}).get(case["case"])
-    if runs and (job["variant"] != KNOWN_BAD or case["case"] in results.KNOWN_BAD_MUST_FAIL):
+    must = results.gate().control_must_fail
+    if runs and (job["variant"] != KNOWN_BAD or case["case"] in must):
         return "failure", "flaky: its runs gave " + " ".join(runs)
-    if job["variant"] == KNOWN_BAD and case["case"] in results.KNOWN_BAD_MUST_FAIL:
+    if job["variant"] == KNOWN_BAD and case["case"] in must:
         if res == "fail":
             return None, "expected failure: the known-bad control was caught"
         if res == "pass":
@@ -98,7 +99,7 @@ def _cell(job, case_name, result):
         return "none", "-"
     if case_name in job.get("flaky_cases", {}):
         return "flaky", "FLAKY: " + " ".join(job["flaky_cases"][case_name])
-    if job["variant"] == KNOWN_BAD and case_name in results.KNOWN_BAD_MUST_FAIL:
+    if job["variant"] == KNOWN_BAD and case_name in results.gate().control_must_fail:
         return ("xfail", "fail (expected)") if result == "fail" else ("fail", f"{result}: BLIND")
     return {"pass": ("pass", "pass"), "fail": ("fail", "FAIL"), "skip": ("skip", "skip")}.get(
         result, ("none", result))
@@ -115,9 +116,11 @@ def fmt_seconds(v, unit="s"):
 def phases_table(doc):
     """Where each job of a run spent its time (job['timing'])."""
     f = fmt_seconds
-    progs = [p.name for p in results.SUITE.programs]
+    g = results.gate()
+    progs = [p.name for p in g.programs]
+    benches = {p.name for p in g.role("bench")}
     heads = (["job", "queued", "kernel build", "deploy", "boot"] +
-             ["bench" if n == results.BENCH else n for n in progs] +
+             ["bench" if n in benches and len(benches) == 1 else n for n in progs] +
              ["kernel log", "finalize", "lava-run other", "total"])
     rows = []
     for j in doc.get("jobs", []):

@@ -4,36 +4,39 @@ import os
 import re
 import statistics
 
+from . import suite
 from .common import (ALL_VARIANTS, DEBUG_VARIANTS, KNOWN_BAD, KgateError, atomic_write,
                      format_table)
 from .lavalog import KERNEL_LOG_CASE
-from .suite import load as load_suite
 
-# The suite every job runs (suites/backlog.yaml): what the guest reports
-# for each job and how it is judged.
-SUITE = load_suite()
-# The test program's cases (backlog_coalesce --list: the harness's
-# fixture.variant.test names), plus each program's own '<program>-run'.
-FIXTURE = SUITE.fixture
-GUEST_CASES = list(SUITE.cases)
-TEST = SUITE.test.name
-RUN_CASE = SUITE.test.run_case
-# Every job also has the kernel-log case (lavalog.py): a splat in the
-# kernel's log fails the kernel under test like a guest case.
-JUDGED_CASES = GUEST_CASES + [KERNEL_LOG_CASE]
-# The unit program (test_pkt in the guest): its cases plus its '-run' case.
-UNIT = SUITE.unit.name
-UNIT_RUN_CASE = SUITE.unit.run_case
-# The cases the known-bad kernel must fail for the gate to count as
-# having caught the Linux 5.0 regression (held socket, coalescing on).
-KNOWN_BAD_MUST_FAIL = list(SUITE.control_must_fail)
-# The benchmark (backlog_bench in the guest), in its own test
-# definition: its cases, its '-run' case, and figures (cases carrying a
-# measurement).
-BENCH = SUITE.bench.name
-BENCH_DEFINITION = SUITE.bench.definition
-BENCH_CASES = list(SUITE.bench.cases)
-BENCH_RUN_CASE = SUITE.bench.run_case
+# What the guest reports for each job and how it is judged come from the
+# gate's suites (suites/gate.yaml, suite.current()): each test program's
+# cases (--list: the harness's fixture.variant.test names), each
+# program's own '<program>-run' case, each unit program's cases, the
+# benchmarks' cases (in test definitions of their own, with figures),
+# and the cases the known-bad control must fail. Every job also has the
+# kernel-log case (lavalog.py): a splat in the kernel's log fails the
+# kernel under test like a guest case.
+
+
+def gate():
+    """The suites the jobs run (read when a verdict is made)."""
+    return suite.current()
+
+
+def judged_cases():
+    """The cases that judge the kernel under test."""
+    return gate().cases + (KERNEL_LOG_CASE,)
+
+
+def short_case(case):
+    """A case's name in tables: without its fixture when the gate has
+    one suite."""
+    g = gate()
+    if len(g.suites) == 1 and case.startswith(g.fixtures[0] + "."):
+        return case[len(g.fixtures[0]) + 1:]
+    return case
+
 
 SCHEMA_VERSION = 1
 
@@ -66,10 +69,10 @@ _BAD = (REGRESSION, ERROR, MISSED)
 
 
 def is_bench(case):
-    """Whether a case comes from the benchmark's test definition
+    """Whether a case comes from a benchmark's test definition
     (LAVA prefixes definitions with their index: '1_kgate-bench')."""
     d = case.get("definition", "")
-    return d == BENCH_DEFINITION or d.endswith("_" + BENCH_DEFINITION)
+    return any(d == b or d.endswith("_" + b) for b in gate().bench_definitions)
 
 
 def figures(cases):
@@ -95,19 +98,21 @@ def bench_verdict(cases, expected, judged=True):
     backlog never used, as on one CPU) are reported but do not decide
     the gate.
     """
+    g = gate()
     by_name = by_result(c for c in cases if is_bench(c))
     if not by_name:
         return (INFRA, "benchmark results missing") if expected else (None, "")
-    failed = [c for c in BENCH_CASES if by_name.get(c) == "fail"]
+    failed = [c for c in g.bench_cases if by_name.get(c) == "fail"]
     if failed:
         return REGRESSION, f"benchmark failed: {', '.join(failed)}"
-    if by_name.get(BENCH_RUN_CASE) == "fail":
+    crashed = [p.name for p in g.role("bench") if by_name.get(p.run_case) == "fail"]
+    if crashed:
         return (ERROR if judged else INFRA,
-                "the benchmark crashed, bailed out or reported fewer cases than planned")
-    missing = [c for c in BENCH_CASES + [BENCH_RUN_CASE] if c not in by_name]
+                f"{', '.join(crashed)} crashed, bailed out or reported fewer cases than planned")
+    missing = [c for c in g.bench_cases + g.bench_run_cases if c not in by_name]
     if missing:
         return INFRA, f"benchmark results missing: {', '.join(missing)}"
-    skipped = [c for c in BENCH_CASES if by_name[c] == "skip"]
+    skipped = [c for c in g.bench_cases if by_name[c] == "skip"]
     return None, f"benchmark inconclusive: {', '.join(skipped)}" if skipped else ""
 
 
@@ -127,23 +132,33 @@ def _stopped_program(all_cases, errors):
     finished, or None when it broke off for another reason: LAVA's test
     shell ran out of time while that program was running (it had
     started: what ran before it reported its end)."""
+    g = gate()
     by_name = by_result(all_cases)
+    benched = any(is_bench(c) for c in all_cases)
     # a program that reported its own failure before the job broke off
-    if by_name.get(RUN_CASE) == "fail":
-        return f"{TEST} crashed, bailed out or reported fewer cases than planned"
-    if by_name.get(BENCH_RUN_CASE) == "fail" and any(is_bench(c) for c in all_cases):
-        return "the benchmark crashed, bailed out or reported fewer cases than planned"
+    for p in g.role("test"):
+        if by_name.get(p.run_case) == "fail":
+            return f"{p.name} crashed, bailed out or reported fewer cases than planned"
+    if benched:
+        for p in g.role("bench"):
+            if by_name.get(p.run_case) == "fail":
+                return f"{p.name} crashed, bailed out or reported fewer cases than planned"
     timeout = next((e for e in errors if SHELL_TIMEOUT.search(e)), None)
     if not timeout:
         return None
-    if UNIT_RUN_CASE not in by_name:
+    # The program that was running: the first, in the job's order, that
+    # never reported its end (a unit program's hang is not the kernel's).
+    for p in g.programs:
+        if p.run_case in by_name:
+            continue
+        if p.role == "test":
+            s = next(s for s in g.suites if p in s.programs)
+            seen = sum(c in by_name for c in s.cases)
+            return (f"{p.name} stopped after {seen} of {len(s.cases)} results on this "
+                    f"kernel ({timeout})")
+        if p.role == "bench" and benched:
+            return f"{p.name} never finished on this kernel ({timeout})"
         return None
-    if RUN_CASE not in by_name:
-        seen = sum(c in by_name for c in GUEST_CASES)
-        return (f"{TEST} stopped after {seen} of {len(GUEST_CASES)} results on this "
-                f"kernel ({timeout})")
-    if any(is_bench(c) for c in all_cases) and BENCH_RUN_CASE not in by_name:
-        return f"{BENCH} never finished on this kernel ({timeout})"
     return None
 
 
@@ -207,8 +222,8 @@ def job_verdict(variant, health, all_cases, bench=False, errors=()):
         # Any case that failed on the kernel under test decides, in
         # whichever test definition it was reported (the programs' own
         # run cases say they crashed: an error, judged above).
-        failed = [c for c, r in by_name.items()
-                  if r == "fail" and c not in (RUN_CASE, BENCH_RUN_CASE, UNIT_RUN_CASE)]
+        own = {p.run_case for p in gate().programs}
+        failed = [c for c, r in by_name.items() if r == "fail" and c not in own]
         if failed:
             return REGRESSION, f"failed: {', '.join(failed)}" + \
                 ("" if verdict == PASS else f"; {reason}")
@@ -245,44 +260,47 @@ def _job_verdict(variant, health, all_cases, bench, errors):
 
 
 def _gate_verdict(variant, health, cases):
+    g = gate()
     by_name = by_result(cases)
-    missing = [c for c in GUEST_CASES + [RUN_CASE, UNIT_RUN_CASE, KERNEL_LOG_CASE]
+    missing = [c for c in g.cases + g.run_cases + g.unit_run_cases + (KERNEL_LOG_CASE,)
                if c not in by_name]
     judged = under_test(variant)
     # A splat in the kernel under test's log fails it like a case; the
     # known-bad control is caught by its cases alone.
-    failed = [c for c in (JUDGED_CASES if judged else GUEST_CASES) if by_name.get(c) == "fail"]
+    failed = [c for c in (judged_cases() if judged else g.cases) if by_name.get(c) == "fail"]
+    crashed = [p.name for p in g.role("test") if by_name.get(p.run_case) == "fail"]
+    units_crashed = [p.name for p in g.role("unit") if by_name.get(p.run_case) == "fail"]
     trouble = ("job incomplete" if health != "complete" else
-               f"{TEST} crashed, bailed out or reported fewer cases than planned"
-               if by_name.get(RUN_CASE) == "fail" else "")
+               f"{', '.join(crashed)} crashed, bailed out or reported fewer cases than planned"
+               if crashed else "")
     # A case that failed on the kernel under test decides, whatever
     # happened after it (or before: more failures never make a better
     # verdict).
     if judged and failed:
-        also = trouble or (f"{UNIT} crashed or reported fewer cases than planned"
-                           if by_name.get(UNIT_RUN_CASE) == "fail" else "")
+        also = trouble or (f"{', '.join(units_crashed)} crashed or reported fewer cases than planned"
+                           if units_crashed else "")
         return REGRESSION, f"failed: {', '.join(failed)}" + (f"; then {also}" if also else "")
     if health != "complete":
         # job_verdict() tells a program that hung on this kernel (an
         # error) from a lab or a log that broke off.
         return INFRA, "job incomplete"
-    if by_name.get(RUN_CASE) == "fail":
+    if crashed:
         return (ERROR if judged else INFRA), trouble
-    if by_name.get(UNIT_RUN_CASE) == "fail":
+    if units_crashed:
         # Our packet code's unit tests barely touch the kernel.
-        return INFRA, f"{UNIT} crashed or reported fewer cases than planned"
+        return INFRA, f"{', '.join(units_crashed)} crashed or reported fewer cases than planned"
     if missing:
         return INFRA, f"results missing: {', '.join(missing)}"
-    unit_failed = [c for c, r in by_name.items()
-                   if r == "fail" and c not in GUEST_CASES and c not in (RUN_CASE, KERNEL_LOG_CASE)]
+    guest = set(g.cases) | set(g.run_cases) | set(g.unit_run_cases) | {KERNEL_LOG_CASE}
+    unit_failed = [c for c, r in by_name.items() if r == "fail" and c not in guest]
     if unit_failed:
         # The packet code itself is wrong on this target: nothing the
         # backlog test says there can be trusted.
         verdict = REGRESSION if judged else INFRA
         return verdict, f"packet unit tests failed: {', '.join(unit_failed)}"
-    skipped = [c for c in GUEST_CASES if by_name[c] == "skip"]
+    skipped = [c for c in g.cases if by_name[c] == "skip"]
     if variant == KNOWN_BAD:
-        must = [c for c in KNOWN_BAD_MUST_FAIL if by_name[c] != "fail"]
+        must = [c for c in g.control_must_fail if by_name[c] != "fail"]
         if not must:
             return CAUGHT, f"failed as expected: {', '.join(failed)}"
         if any(by_name[c] == "skip" for c in must):
@@ -557,7 +575,7 @@ def write_json(path, run_id, started, finished, jobs, candidate=None, seconds=No
 
 
 def _counts(by_name):
-    vals = [by_name[c] for c in GUEST_CASES if c in by_name]
+    vals = [by_name[c] for c in gate().cases if c in by_name]
     return len(vals), vals.count("pass"), vals.count("fail"), vals.count("skip")
 
 
@@ -569,9 +587,9 @@ def matrix(jobs):
     """Return the matrix as text: one row per job with its counts and the
     cases the known-bad control must fail, then the cases that failed
     where no failure was expected."""
-    key_cols = KNOWN_BAD_MUST_FAIL
-    short = [c.replace(f"{FIXTURE}.", "").replace("data_", "").replace("ipv", "v")
-             .replace(".", "_") for c in key_cols]
+    key_cols = gate().control_must_fail
+    short = [short_case(c).replace("data_", "").replace("ipv", "v").replace(".", "_")
+             for c in key_cols]
     heads = ["target", "variant", "cases", "pass", "fail", "skip"] + short + ["verdict"]
     rows, notes = [], []
     for j in jobs:
@@ -588,7 +606,7 @@ def matrix(jobs):
             verdict = verdict.upper()
         rows.append([j["target"], j["variant"], str(n), str(p), str(f), str(s)] + cells + [verdict])
         failed = [c for c, r in by_name.items() if r == "fail"]
-        skipped = [c for c in GUEST_CASES if by_name.get(c) == "skip"]
+        skipped = [c for c in gate().cases if by_name.get(c) == "skip"]
         if j["variant"] == KNOWN_BAD:
             extra = [c for c in failed if c not in key_cols]
             if extra:

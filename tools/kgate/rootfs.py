@@ -20,12 +20,6 @@ from . import workspace
 from .common import (TOP, InfraError, KgateError, atomic_copy, atomic_write, clean_env, log,
                      need_tools, read_text, run_logged, target, tool_version)
 
-# The guest programs and what they are built from: the suite's
-# (suites/backlog.yaml), sources under guest/.
-SUITE = suite.load()
-TEST_PROGRAMS = {p.name: list(p.sources) for p in SUITE.programs}
-# Included, not compiled on their own.
-TEST_HEADERS = list(SUITE.headers)
 GUEST = suite.GUEST
 RECIPE = "2"
 
@@ -143,34 +137,48 @@ def _compile(cmd_head, prog, sources, dst, where):
     return dst
 
 
+def test_programs():
+    """{program: its sources under guest/}: every program of the gate's
+    suites (suites/gate.yaml)."""
+    return {p.name: list(p.sources) for p in suite.current().programs}
+
+
+def test_headers():
+    """What the programs include, not compiled on their own."""
+    return sorted({h for s in suite.current().suites for h in s.headers})
+
+
+def faults_program(prog):
+    """The name of the native copy of a test program linked with its
+    test-the-test hooks."""
+    return prog.name + "_faults"
+
+
 def build_tests(tgt):
     """Cross-build the static guest test programs; return {name: path}."""
     d = workspace.current().path("tests", tgt["name"])
     os.makedirs(d, exist_ok=True)
     head = test_cflags(tgt["cross_compile"] + "gcc") + ["-static"]
     return {prog: _compile(head, prog, sources, os.path.join(d, prog), tgt["name"])
-            for prog, sources in TEST_PROGRAMS.items()}
-
-
-# The native build adds a copy of the test program linked with its
-# test-the-test hooks (the suite's faults: KGATE_FAULT=...; never in a
-# guest).
-FAULTS_PROGRAM = SUITE.test.name + "_faults"
+            for prog, sources in test_programs().items()}
 
 
 def build_native(outdir):
     """Build the test programs for this machine into outdir (make check
-    runs them in their own network namespaces); return {name: path}."""
+    runs them in their own network namespaces); return {name: path}.
+    Each test program with faults gets a copy linked with its
+    test-the-test hooks (KGATE_FAULT=...; never in a guest)."""
     need_tools(["gcc"])
     os.makedirs(outdir, exist_ok=True)
     head = test_cflags("gcc")
     out = {prog: _compile(head, prog, sources, os.path.join(outdir, prog), "this machine")
-           for prog, sources in TEST_PROGRAMS.items()}
-    test = SUITE.test
-    if test.faults:
-        out[FAULTS_PROGRAM] = _compile(head + [f"-Wl,--wrap={w}" for w in test.wrap], FAULTS_PROGRAM,
-                                       list(test.sources) + list(test.faults),
-                                       os.path.join(outdir, FAULTS_PROGRAM), "this machine")
+           for prog, sources in test_programs().items()}
+    for test in suite.current().role("test"):
+        if test.faults:
+            name = faults_program(test)
+            out[name] = _compile(head + [f"-Wl,--wrap={w}" for w in test.wrap], name,
+                                 list(test.sources) + list(test.faults),
+                                 os.path.join(outdir, name), "this machine")
     return out
 
 
@@ -178,7 +186,7 @@ def rootfs_key(tgt, bb_dir):
     h = hashlib.sha256()
     _hash(h, RECIPE, read_text(os.path.join(bb_dir, ".kgate-key")), tool_version(tgt["cross_compile"] + "gcc"),
           kernel.source_id())  # the harness headers come from the kernel tree
-    for s in sorted({s for v in TEST_PROGRAMS.values() for s in v} | set(TEST_HEADERS)):
+    for s in sorted({s for v in test_programs().values() for s in v} | set(test_headers())):
         with open(os.path.join(GUEST, s), "rb") as f:
             _hash(h, s, f.read())
     _hash_tree(h, os.path.join(TOP, "rootfs", "files"))

@@ -1,9 +1,10 @@
 """A test suite as data: suites/<name>.yaml says which guest programs
 it has (sources under guest/, each with a role: unit, test, bench),
 the cases its test program reports, the cases the known-bad control
-must fail, and its LAVA test definitions. rootfs builds the programs,
-render writes the steps, results judges the cases from it; see
-suites/backlog.yaml for the fields."""
+must fail, and its LAVA test definitions; see suites/backlog.yaml for
+the fields. suites/gate.yaml lists the suites every job runs: the
+Gate. rootfs builds its programs, render writes their steps, results
+judges their cases; each asks current() when it runs."""
 import dataclasses
 import functools
 import os
@@ -11,11 +12,13 @@ import re
 
 import yaml
 
+from . import workspace
 from .common import TOP, KgateError, StrictYamlLoader
 
 SUITES = os.path.join(TOP, "suites")
 GUEST = os.path.join(TOP, "guest")
 DEFAULT = "backlog"
+GATE_FILE = "gate.yaml"
 ROLES = ("unit", "test", "bench")
 _KEYS = {"name", "title", "definition", "description", "programs", "headers", "cases",
          "control_must_fail"}
@@ -82,6 +85,15 @@ class Suite:
         return sorted({s for p in self.programs for s in p.sources} | set(self.headers))
 
 
+def _distinct_definitions(path, defs):
+    # Bench cases are told apart by their definition ('<n>_<definition>'):
+    # two definitions alike would judge the test's cases as the bench's.
+    if any(a == b or a.endswith("_" + b)
+           for i, a in enumerate(defs) for j, b in enumerate(defs) if i != j):
+        _fail(path, f"the test definitions must differ, and none end in '_' and another: "
+              f"{', '.join(defs)}")
+
+
 def _fail(path, what):
     raise KgateError(f"{os.path.relpath(path, TOP)}: {what}")
 
@@ -141,20 +153,18 @@ def load(name=DEFAULT, folder=None):
                                 cases=_names(path, row["cases"], f"{prog}'s cases")
                                 if "cases" in row else (),
                                 faults=fault_srcs, wrap=wrap, **fields))
-    # The verdict knows one program of each role (results.py).
-    for role in ROLES:
-        if sum(p.role == role for p in programs) != 1:
-            _fail(path, f"wants one {role} program")
-    # Bench cases are told apart by their definition ('<n>_<definition>'):
-    # two definitions alike would judge the test's cases as the bench's.
+    # One test program judges the kernel; a unit program and a
+    # benchmark are optional, one each.
+    if sum(p.role == "test" for p in programs) != 1:
+        _fail(path, "wants one test program")
+    for role in ("unit", "bench"):
+        if sum(p.role == role for p in programs) > 1:
+            _fail(path, f"wants at most one {role} program")
     defs = [data["definition"]] + [p.definition for p in programs if p.definition]
     for d in defs:
         if not _NAME.fullmatch(d):
             _fail(path, f"definition {d!r}: letters, digits, _ and - only")
-    if any(a == b or a.endswith("_" + b)
-           for i, a in enumerate(defs) for j, b in enumerate(defs) if i != j):
-        _fail(path, f"the test definitions must differ, and none end in '_' and another: "
-              f"{', '.join(defs)}")
+    _distinct_definitions(path, defs)
     cases = data["cases"]
     if not isinstance(cases, dict) or set(cases) != {"fixture", "variants", "tests"} or \
             not isinstance(cases["fixture"], str) or not _NAME.fullmatch(cases["fixture"]):
@@ -174,3 +184,97 @@ def load(name=DEFAULT, folder=None):
         if os.path.basename(src) != src:
             _fail(path, f"{src}: a file directly under guest/")
     return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Gate:
+    """The suites every job runs, in the order it runs them: each
+    suite's unit and test programs in one test definition of its own,
+    then the benchmarks, each in its own definition. Program names,
+    definitions and cases are distinct across suites."""
+    suites: tuple
+    # Each list below is a tuple, worked out once: a caller cannot
+    # change what the next verdict reads.
+
+    def role(self, role):
+        """Every program of that role, in suite order."""
+        return tuple(p for s in self.suites for p in s.programs if p.role == role)
+
+    @functools.cached_property
+    def programs(self):
+        """Every program in the order a job runs them."""
+        return tuple(p for s in self.suites for p in s.programs if p.role != "bench") + self.role("bench")
+
+    @functools.cached_property
+    def cases(self):
+        """Every test program's cases, suite after suite."""
+        return tuple(c for s in self.suites for c in s.cases)
+
+    @functools.cached_property
+    def fixtures(self):
+        return tuple(s.fixture for s in self.suites)
+
+    @functools.cached_property
+    def run_cases(self):
+        """The test programs' own '<program>-run' cases."""
+        return tuple(p.run_case for p in self.role("test"))
+
+    @functools.cached_property
+    def unit_run_cases(self):
+        return tuple(p.run_case for p in self.role("unit"))
+
+    @functools.cached_property
+    def bench_run_cases(self):
+        return tuple(p.run_case for p in self.role("bench"))
+
+    @functools.cached_property
+    def bench_cases(self):
+        return tuple(c for p in self.role("bench") for c in p.cases)
+
+    @functools.cached_property
+    def bench_definitions(self):
+        return tuple(p.definition for p in self.role("bench"))
+
+    @functools.cached_property
+    def control_must_fail(self):
+        """The cases the known-bad control must fail: every suite's."""
+        return tuple(c for s in self.suites for c in s.control_must_fail)
+
+    def suite_of(self, case):
+        """The suite whose test program reports case (None: no suite's)."""
+        return next((s for s in self.suites if case in s.cases), None)
+
+
+@functools.lru_cache(maxsize=None)
+def gate(folder=None):
+    """<folder>/gate.yaml ('suites: [name, ...]'), with each suite
+    loaded and checked against the others."""
+    folder = folder or SUITES
+    path = os.path.join(folder, GATE_FILE)
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.load(f, Loader=StrictYamlLoader)  # noqa: S506 - a SafeLoader
+    except (OSError, yaml.YAMLError) as e:
+        raise KgateError(f"the gate's suites: {e}") from None
+    if not isinstance(data, dict) or set(data) != {"suites"}:
+        _fail(path, "wants exactly suites")
+    names = _names(path, data["suites"], "suites")
+    for n in names:
+        if not _NAME.fullmatch(n):
+            _fail(path, f"suite {n!r}: letters, digits, _ and - only")
+    out = Gate(suites=tuple(load(n, None if folder == SUITES else folder) for n in names))
+    for what, values in (("program", [p.name for s in out.suites for p in s.programs]),
+                         ("fixture", out.fixtures)):
+        dup = sorted({v for v in values if values.count(v) > 1})
+        if dup:
+            _fail(path, f"two suites have the {what} {', '.join(dup)}")
+    _distinct_definitions(path, [d for s in out.suites
+                                 for d in [s.definition] + [p.definition for p in s.programs
+                                                            if p.definition]])
+    return out
+
+
+def current():
+    """The gate of the workspace in use (suites/gate.yaml unless the
+    workspace names another folder of suites)."""
+    return gate(workspace.current().suites)

@@ -35,6 +35,9 @@ class Workspace:
     # tarball to use instead of the series' own.
     series: str = None
     tarball: str = None
+    # The folder of suites and of gate.yaml, the suites every job runs
+    # (None: suites/ of the checkout; tests use their own).
+    suites: str = None
 
     @classmethod
     def from_env(cls, environ=None):
