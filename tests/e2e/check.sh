@@ -7,6 +7,7 @@
 #     kernel, in its own netns             the golden rendered jobs
 #                                       6. end to end, both variants, on
 #                                          x86_64 and on big-endian mips
+#  4a. random sequences on this machine's kernel, held and unheld
 #  4b. the selftest patch applied to a copy of the kernel tree, built
 #     with its net/Makefile, run, checkpatch --strict
 #  7. bad days on x86_64 guests: panic, corrupt artifact, hang, Ctrl-C
@@ -54,6 +55,16 @@ native_backlog() {
 	[ "$rc" = 0 ]
 }
 
+native_fuzz() {
+	# Random sequences on the host kernel, held against unheld (it has
+	# no kgate sysctl): every one must agree and merge only where the
+	# rules allow.
+	"$native/backlog_fuzz" --count 500 > "$native/fuzz.tap"
+	rc=$?
+	grep -v '^ok \|^#  *RUN \|^#  *OK \|^# fuzz: seg' "$native/fuzz.tap"
+	[ "$rc" = 0 ]
+}
+
 native_bench() {
 	# The host kernel has no kgate sysctl: only the 'on' figures. Every
 	# byte must arrive intact; whether the bulk runs used the backlog
@@ -77,11 +88,14 @@ step pkt-unit "$native/test_pkt"
 step checkpatch sh tests/e2e/checkpatch.sh
 step native-backlog native_backlog
 step native-bench native_bench
+step native-fuzz native_fuzz
 # The test as it goes upstream: patch, kernel's own net/Makefile, run.
 step selftest-upstream $PY tools/kgate.py selftest-check
 step tooling env KGATE_NATIVE_TEST="$native/backlog_coalesce" \
 	KGATE_NATIVE_BENCH="$native/backlog_bench" \
-	KGATE_NATIVE_FAULTS="$native/backlog_coalesce_faults" $PY -m pytest -q tests/unit/
+	KGATE_NATIVE_FAULTS="$native/backlog_coalesce_faults" \
+	KGATE_NATIVE_FUZZ="$native/backlog_fuzz" \
+	KGATE_NATIVE_FUZZ_FAULTS="$native/backlog_fuzz_faults" $PY -m pytest -q tests/unit/
 step end-to-end end_to_end x86_64 mips
 
 lab_end_to_end() {

@@ -2,12 +2,15 @@
 replaced by scripts, everything between them and the verdict real."""
 import json
 import os
+import shutil
+import subprocess
 import sys
 
 import pytest
 import yaml
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(TOP, "tools"))
 
 from kgate import render  # noqa: E402
 
@@ -106,3 +109,32 @@ def fake_lab(tmp_path, monkeypatch, use_workspace):
         monkeypatch.setattr(lab, "lavacli", fake)
         return lab, fake
     return use
+
+
+# --- the guest programs built for this machine (test_guest_input, test_fuzz)
+
+ENV = {"test": "KGATE_NATIVE_TEST", "bench": "KGATE_NATIVE_BENCH",
+       "faults": "KGATE_NATIVE_FAULTS", "fuzz": "KGATE_NATIVE_FUZZ",
+       "fuzz_faults": "KGATE_NATIVE_FUZZ_FAULTS"}
+NATIVE = {"test": "backlog_coalesce", "bench": "backlog_bench",
+          "faults": "backlog_coalesce_faults", "fuzz": "backlog_fuzz",
+          "fuzz_faults": "backlog_fuzz_faults"}
+
+
+@pytest.fixture(scope="session")
+def progs(tmp_path_factory):
+    given = {k: os.environ.get(v) for k, v in ENV.items()}
+    if all(given.values()):
+        return given
+    if os.environ.get("KGATE_SKIP_NATIVE"):
+        pytest.skip("KGATE_SKIP_NATIVE: no native build of the guest programs (make test)")
+    if not shutil.which("gcc"):
+        pytest.skip("no gcc: the guest programs cannot be built natively")
+    out = tmp_path_factory.mktemp("native")
+    r = subprocess.run([sys.executable, os.path.join(TOP, "tools", "kgate.py"), "native", str(out)],
+                       cwd=TOP, capture_output=True, text=True, timeout=900)
+    if r.returncode:
+        if "linux-source" in r.stdout + r.stderr and "not found" in r.stdout + r.stderr:
+            pytest.skip("no kernel source for the kselftest harness: " + r.stderr.strip())
+        pytest.fail(f"kgate.py native failed:\n{r.stdout}{r.stderr}")
+    return {k: str(out / name) for k, name in NATIVE.items()}

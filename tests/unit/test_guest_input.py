@@ -18,9 +18,7 @@ KGATE_NATIVE_FAULTS when set (make check sets them), else built here by
 'kgate.py native' (skipped without gcc or the kernel source, whose
 kselftest harness they include)."""
 import os
-import shutil
 import subprocess
-import sys
 import time
 
 import pytest
@@ -28,29 +26,7 @@ import pytest
 from test_evidence import tap_results
 
 TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-ENV = {"test": "KGATE_NATIVE_TEST", "bench": "KGATE_NATIVE_BENCH",
-       "faults": "KGATE_NATIVE_FAULTS"}
-NATIVE = {"test": "backlog_coalesce", "bench": "backlog_bench",
-          "faults": "backlog_coalesce_faults"}
-
-
-@pytest.fixture(scope="module")
-def progs(tmp_path_factory):
-    given = {k: os.environ.get(v) for k, v in ENV.items()}
-    if all(given.values()):
-        return given
-    if os.environ.get("KGATE_SKIP_NATIVE"):
-        pytest.skip("KGATE_SKIP_NATIVE: no native build of the guest programs (make test)")
-    if not shutil.which("gcc"):
-        pytest.skip("no gcc: the guest programs cannot be built natively")
-    out = tmp_path_factory.mktemp("native")
-    r = subprocess.run([sys.executable, os.path.join(TOP, "tools", "kgate.py"), "native", str(out)],
-                       cwd=TOP, capture_output=True, text=True, timeout=900)
-    if r.returncode:
-        if "linux-source" in r.stdout + r.stderr and "not found" in r.stdout + r.stderr:
-            pytest.skip("no kernel source for the kselftest harness: " + r.stderr.strip())
-        pytest.fail(f"kgate.py native failed:\n{r.stdout}{r.stderr}")
-    return {k: str(out / name) for k, name in NATIVE.items()}
+# The programs: the 'progs' fixture (conftest.py).
 
 
 def run(prog, args, env=None, timeout=60):

@@ -132,7 +132,7 @@ def test_select():
 
 def guest_cases(**res):
     """Every case a job reports, passed unless named: ipv4.data_csum='fail'."""
-    base = {c: "pass" for c in list(results.judged_cases()) + [results.gate().run_cases[0], results.gate().unit_run_cases[0]]}
+    base = {c: "pass" for c in list(results.judged_cases()) + list(results.gate().run_cases + results.gate().unit_run_cases)}
     base.update({f"{results.gate().fixtures[0]}.{k}": v for k, v in res.items()})
     return [{"case": k, "result": v} for k, v in base.items()]
 

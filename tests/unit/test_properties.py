@@ -42,8 +42,9 @@ from kgate import (bench, bisect, cli, common, golden, kernel, lab, lavalog,  # 
 from kgate import run as runner  # noqa: E402
 
 UNDER_TEST = [v for v in common.ALL_VARIANTS if results.under_test(v)]
-NAMES = (list(results.gate().cases) + [results.gate().run_cases[0], results.gate().unit_run_cases[0], "csum_rfc1071",
-                                lavalog.KERNEL_LOG_CASE])
+GATE = results.gate()
+NAMES = (list(GATE.cases + GATE.run_cases + GATE.unit_run_cases)
+         + ["csum_rfc1071", lavalog.KERNEL_LOG_CASE])
 STATUSES = ["pass", "skip", "fail", "unknown", "FAIL", "", None]
 BENCH = [{"definition": results.gate().bench_definitions[0], "case": c, "result": "pass"}
          for c in list(results.gate().bench_cases) + [results.gate().bench_run_cases[0]]]
@@ -58,8 +59,8 @@ def _case(name, status):
 
 # The cases whose results change a verdict the most, drawn as often as
 # all the others together.
-SPECIAL = ([results.gate().run_cases[0], results.gate().unit_run_cases[0], "csum_rfc1071", lavalog.KERNEL_LOG_CASE,
-            results.gate().bench_run_cases[0]] + list(results.gate().bench_cases) + list(results.gate().control_must_fail))
+SPECIAL = (list(GATE.run_cases + GATE.unit_run_cases) + ["csum_rfc1071", lavalog.KERNEL_LOG_CASE]
+           + list(GATE.bench_run_cases + GATE.bench_cases + GATE.control_must_fail))
 any_case = st.one_of(st.sampled_from(SPECIAL), st.sampled_from(NAMES))
 reports = st.lists(st.tuples(any_case, st.sampled_from(["fail", "pass", "skip"] + STATUSES)),
                    max_size=6)

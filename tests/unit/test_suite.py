@@ -18,13 +18,16 @@ def test_the_backlog_suite_is_what_the_judge_and_the_build_use():
     assert [p.name for p in s.programs] == ["test_pkt", "backlog_coalesce", "backlog_bench"]
     assert [p.role for p in s.programs] == ["unit", "test", "bench"]
     assert len(s.cases) == 6 * 22 and s.cases[0] == "backlog.ipv4.data_data"
-    assert results.gate().cases == s.cases
-    assert results.gate().run_cases[0] == "backlog_coalesce-run" and results.gate().unit_run_cases[0] == "test_pkt-run"
-    assert results.gate().bench_run_cases[0] == "backlog_bench-run"
-    assert results.gate().bench_definitions[0] == "kgate-bench"
-    assert list(results.gate().control_must_fail) == [f"backlog.ipv{v}.data_{c}" for v in (4, 6)
-                                           for c in ("fin", "rst", "noack")]
-    assert rootfs.test_programs() == {p.name: list(p.sources) for p in s.programs}
+    g = results.gate()
+    assert [x.name for x in g.suites] == ["backlog", "fuzz"] and g.suites[0] == s
+    assert g.cases[:len(s.cases)] == s.cases
+    assert g.run_cases == ("backlog_coalesce-run", "backlog_fuzz-run")
+    assert g.unit_run_cases == ("test_pkt-run",)
+    assert g.bench_run_cases == ("backlog_bench-run",) and g.bench_definitions == ("kgate-bench",)
+    assert list(g.control_must_fail) == [f"backlog.ipv{v}.data_{c}" for v in (4, 6)
+                                         for c in ("fin", "rst", "noack")] + \
+        ["fuzz.ipv4.random", "fuzz.ipv6.random"]
+    assert rootfs.test_programs() == {p.name: list(p.sources) for x in g.suites for p in x.programs}
     for src in s.sources:
         assert os.path.isfile(os.path.join(suite.GUEST, src)), src
 

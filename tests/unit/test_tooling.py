@@ -128,7 +128,7 @@ def test_parse_recorded_fixed_log():
     r = lavalog.parse(read("lava-run-x86_64-fixed.log"))
     assert r["health"] == "complete"
     by = {c["case"]: c["result"] for c in r["cases"]}
-    assert set(list(results.gate().cases) + [results.gate().run_cases[0], results.gate().unit_run_cases[0]]) <= set(by)
+    assert set(list(results.gate().cases) + list(results.gate().run_cases + results.gate().unit_run_cases)) <= set(by)
     assert set(by.values()) == {"pass"}
     assert results.job_verdict("fixed", r["health"], r["cases"])[0] == results.PASS
 
@@ -169,13 +169,17 @@ def full(name):
 
 
 def cases(**res):
-    base = {c: "pass" for c in list(results.gate().cases) + [results.gate().run_cases[0], results.gate().unit_run_cases[0],
-                                                       "csum_rfc1071", lavalog.KERNEL_LOG_CASE]}
+    g = results.gate()
+    base = {c: "pass" for c in list(g.cases + g.run_cases + g.unit_run_cases)
+            + ["csum_rfc1071", lavalog.KERNEL_LOG_CASE]}
     base.update({full(k): v for k, v in res.items()})
     return [{"case": k, "result": v} for k, v in base.items()]
 
 
-ALL_BAD = {c.replace(f"{results.gate().fixtures[0]}.", "").replace(".", "_"): "fail"
+# The control's must-fail cases: backlog's by short name, the others'
+# (a fixture full() does not add) by their full name.
+ALL_BAD = {c.replace(f"{results.gate().fixtures[0]}.", "").replace(".", "_")
+           if c.startswith(results.gate().fixtures[0] + ".") else c: "fail"
            for c in results.gate().control_must_fail}
 
 
@@ -226,7 +230,9 @@ def test_run_verdict_and_json(tmp_path):
     doc = results.write_json(str(tmp_path / "results.json"), "run1", "t0", "t1", jobs)
     assert doc["verdict"] == results.PASS and doc["exit_code"] == 0
     loaded = json.loads((tmp_path / "results.json").read_text())
-    assert len(loaded["results"]) == 2 * (len(results.gate().cases) + 4)  # run cases, the unit case, kernel-log
+    g = results.gate()
+    # the cases, the programs' run cases, the unit case, kernel-log
+    assert len(loaded["results"]) == 2 * (len(g.cases + g.run_cases + g.unit_run_cases) + 2)
     row = [r for r in loaded["results"]
            if r["variant"] == "known-bad" and r["case"] == "backlog.ipv4.data_fin"][0]
     assert row == {"arch": "x86_64", "variant": "known-bad", "case": "backlog.ipv4.data_fin", "result": "fail",
@@ -630,7 +636,7 @@ def test_timing_from_recorded_log():
 
 def test_timing_splits_a_job_into_phases_and_programs():
     t = lavalog.parse(read("lava-run-x86_64-fixed.log"))["timing"]
-    assert set(t["programs"]) == {"test_pkt", "backlog_coalesce", "backlog_bench",
+    assert set(t["programs"]) == {"test_pkt", "backlog_coalesce", "backlog_fuzz", "backlog_bench",
                                   "kgate-kernel-log"}
     assert all(v > 0 for v in t["programs"].values())
     # the programs are the test phase, less LAVA's own steps
@@ -1091,7 +1097,8 @@ def test_html_report_in_headless_chromium(tmp_path):
     assert p.cells[("backlog.ipv4.data_fin", "x86_64/known-bad")] == ("xfail", "fail (expected)")
     assert p.cells[("backlog.ipv6.data_data", "x86_64/fixed")] == ("skip", "skip")
     assert p.cells[("backlog.ipv4.data_data", "x86_64/known-bad")] == ("pass", "pass")
-    assert len(p.cells) == 2 * (len(results.gate().cases) + 4)
+    g = results.gate()
+    assert len(p.cells) == 2 * (len(g.cases + g.run_cases + g.unit_run_cases) + 2)
     assert "<h1>kgate run r&lt;1&gt;</h1>" in dom      # text is escaped
 
 

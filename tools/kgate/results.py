@@ -30,12 +30,10 @@ def judged_cases():
 
 
 def short_case(case):
-    """A case's name in tables: without its fixture when the gate has
-    one suite."""
-    g = gate()
-    if len(g.suites) == 1 and case.startswith(g.fixtures[0] + "."):
-        return case[len(g.fixtures[0]) + 1:]
-    return case
+    """A case's name in tables: the first suite's without its fixture,
+    the others' whole."""
+    first = gate().fixtures[0]
+    return case[len(first) + 1:] if case.startswith(first + ".") else case
 
 
 SCHEMA_VERSION = 1
