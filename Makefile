@@ -23,6 +23,10 @@ BASE_URL ?=
 DEVICE_TYPE ?= qemu
 # 'make mutants': only these mutants (names or numbers, e.g. 04 17); empty: all.
 MUTANT ?=
+# 'make mutants': only these suites of suites/gate.yaml (e.g. fuzz); empty: all.
+SUITE ?=
+# 'make fuzz': the first seed and the sequences per family (N, default 1000).
+SEED ?=
 # 'make bisect': the candidate series (a folder of patches) to bisect,
 # or a git tree and the ends of its commits to bisect.
 PATCHES ?=
@@ -38,7 +42,7 @@ WORKERS ?= 1
 BIND ?= 127.0.0.1
 PORT ?= 8011
 
-.PHONY: help deps list source kernel rootfs jobs golden run matrix compare baseline soak mutants bisect serve submit collect lab-up lab-down check test checkpatch clean distclean
+.PHONY: help deps list source kernel rootfs jobs golden run matrix compare baseline soak mutants fuzz bisect serve submit collect lab-up lab-down check test checkpatch clean distclean
 
 help:
 	@echo "make deps        install every Debian package used (root; idempotent)"
@@ -53,7 +57,10 @@ help:
 	@echo "make compare     compare the latest run (NEW=) with the baseline (BASE=); exit 1 if worse"
 	@echo "make soak        run the matrix N=3 times, list any result that changed (exit 1 if one did)"
 	@echo "make mutants     the mutation check: each kernel/mutants patch as the candidate kernel"
-	@echo "                 (ARCH=, default x86_64; MUTANT=04 17 for some); exit 1 if one passed"
+	@echo "                 (ARCH=, default x86_64; MUTANT=04 17 for some; SUITE=fuzz for one"
+	@echo "                 suite alone); exit 1 if one passed"
+	@echo "make fuzz        the random sequences alone on the fixed kernel (ARCH=, SEED=1,"
+	@echo "                 N=1000 per family); exit 0 = every sequence agreed"
 	@echo "make bisect      name the patch of a candidate series after which the gate fails"
 	@echo "                 (PATCHES=DIR, or SOURCE=git tree GOOD=rev BAD=rev; ARCH=;"
 	@echo "                 exit 0 = culprit named and verified)"
@@ -116,7 +123,15 @@ soak:
 	$(KGATE) soak --parallel $(PARALLEL) $(DEBUG_FLAG) $(or $(N),3) $(ARCH)
 
 mutants:
-	$(KGATE) mutants --parallel $(PARALLEL) $(foreach m,$(MUTANT),--mutant $(m)) $(ARCH)
+	$(KGATE) mutants --parallel $(PARALLEL) $(foreach m,$(MUTANT),--mutant $(m)) $(foreach s,$(SUITE),--suite $(s)) $(ARCH)
+
+# The fuzz suite alone on the fixed kernel: N sequences per family from
+# SEED; the test action may take N/150 + 3 minutes (arm under TCG plays
+# about 5 sequences a second).
+fuzz:
+	$(KGATE) run --suite fuzz --variant fixed --parallel $(PARALLEL) \
+		--args "backlog_fuzz=--seed $(or $(SEED),1) --count $(or $(N),1000)" \
+		--test-timeout $$(( $(or $(N),1000) / 150 + 3 )) $(ARCH)
 
 bisect:
 ifneq ($(SOURCE),)

@@ -41,7 +41,7 @@ def scripted_jobs(tmp_path, monkeypatch, use_workspace):
     monkeypatch.setattr(runner, "artifacts", lambda t, vs, jobs=None, cand=None: {v: art for v in vs})
     job = tmp_path / "job.yaml"
     job.write_text("job\n")
-    monkeypatch.setattr(render, "write_local", lambda t, a, bench=True: {v: str(job) for v in a})
+    monkeypatch.setattr(render, "write_local", lambda t, a, bench=True, **kw: {v: str(job) for v in a})
     script = {}
 
     def run_job(job_path, dev, outdir, timeout):

@@ -194,3 +194,62 @@ def test_a_broken_suite_file_stops_kgate_with_a_usage_error(tmp_path):
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "title wants text" in bad.stderr, bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_one_suite_of_the_gate_alone(tmp_path, use_workspace):
+    """run --suite fuzz: the jobs run that suite alone (the kernel log at
+    its end), the initramfs has its program alone, and the verdict needs
+    its cases alone; the control must fail its must-fail cases."""
+    use_workspace(tmp_path, only=("fuzz",))
+    g = suite.current()
+    assert [s.name for s in g.suites] == ["fuzz"]
+    art = {"url": "http://x/k", "sha256": "0" * 64}
+    job = yaml.safe_load(render.render_job(common.target("x86_64"), "fixed", art, art))
+    assert _steps(job) == [("kgate-fuzz", ["kgate-lava /usr/bin/backlog_fuzz", "kgate-kernel-log"])]
+    assert set(rootfs.test_programs()) == {"backlog_fuzz"}
+    by = {c: "pass" for c in g.cases + g.run_cases + ("kernel-log",)}
+    cases = [{"definition": "1_kgate-fuzz", "case": c, "result": r} for c, r in by.items()]
+    assert results.job_verdict("fixed", "complete", cases) == (results.PASS, "all cases passed")
+    bad = [dict(c, result="fail") if c["case"] in g.control_must_fail else c for c in cases]
+    assert results.job_verdict(common.KNOWN_BAD, "complete", bad)[0] == results.CAUGHT
+    assert results.job_verdict(common.KNOWN_BAD, "complete", cases)[0] == results.MISSED
+
+
+def test_a_suite_the_gate_lacks_is_a_usage_error(tmp_path, use_workspace):
+    use_workspace(tmp_path, only=("nope",))
+    with pytest.raises(common.KgateError, match="no suite 'nope' in the gate"):
+        suite.current()
+
+
+@pytest.mark.parametrize("argv,says", [
+    (["run", "--suite", "nope", "x86_64"], "no suite 'nope'"),
+    (["run", "--args", "nope=--x", "x86_64"], "no program 'nope'"),
+    (["run", "--args", "backlog_fuzz=--seed 1;reboot", "x86_64"], "letters, digits"),
+    (["run", "--args", "backlog_fuzz", "x86_64"], "PROGRAM=ARGS"),
+    (["run", "--suite", "fuzz", "--args", "backlog_coalesce=--repeat 2", "x86_64"],
+     "no program 'backlog_coalesce'"),
+    (["mutants", "--suite", "nope"], "no suite 'nope'"),
+])
+def test_bad_suite_and_args_are_refused_before_anything_is_built(argv, says, capsys):
+    from kgate import cli
+    try:
+        code = cli.main(argv)
+    except SystemExit as e:  # argparse's own
+        code = e.code
+    assert code == 2 and says in capsys.readouterr().err
+
+
+def test_args_and_test_timeout_reach_the_job(tmp_path, use_workspace):
+    from kgate import cli
+    use_workspace(tmp_path)
+    args = cli.parser().parse_args(["run", "--args", "backlog_fuzz=--seed 9 --count 5000",
+                                    "--test-timeout", "40", "x86_64"])
+    over = cli.job_overrides(args)
+    assert over == {"program_args": {"backlog_fuzz": "--seed 9 --count 5000"},
+                    "timeouts": {"test": 40, "job": 55}}
+    art = {"url": "http://x/k", "sha256": "0" * 64}
+    job = yaml.safe_load(render.render_job(common.target("x86_64"), "fixed", art, art, **over))
+    assert ("kgate-fuzz", ["kgate-lava /usr/bin/backlog_fuzz --seed 9 --count 5000"]) in _steps(job)
+    assert job["timeouts"]["job"] == {"minutes": 55}
+    assert {a["test"]["timeout"]["minutes"] for a in job["actions"] if "test" in a
+            and a["test"]["definitions"][0]["name"] != "kgate-bench"} == {40}

@@ -1,5 +1,6 @@
 """kgate command line."""
 import argparse
+import dataclasses
 import json
 import os
 import signal
@@ -148,7 +149,7 @@ def candidate_setup(args):
 def cmd_run(args):
     names, variants, cand = candidate_setup(args)
     opts = runner.Options(parallel=args.parallel, jobs=args.jobs, retry_infra=args.retry_infra,
-                          repeat=args.repeat, overlap=args.overlap)
+                          repeat=args.repeat, overlap=args.overlap, job=job_overrides(args))
     doc, run_dir = runner.run(names, variants, cand, opts)
     code = print_gate(doc)
     print(f"Results: {os.path.relpath(os.path.join(run_dir, 'results.json'), TOP)}")
@@ -264,6 +265,38 @@ def add_run_args(s):
     s.add_argument("-j", "--jobs", type=_positive, help="parallel make jobs (default: cores + 1)")
     add_retry_arg(s)
     add_candidate_args(s)
+
+
+def add_suite_arg(s):
+    s.add_argument("--suite", action="append", metavar="NAME",
+                   help="run only this suite of suites/gate.yaml (repeatable; default: all; "
+                   "the known-bad control must then fail this suite's cases)")
+
+
+def _program_args(value):
+    prog, sep, args = value.partition("=")
+    if not sep or not prog or not args:
+        raise argparse.ArgumentTypeError(f"wants PROGRAM=ARGS, not {value!r}")
+    return prog, args
+
+
+def job_overrides(args):
+    """A run's changes to its jobs: programs' arguments (--args), a
+    longer test action (--test-timeout), checked before anything is
+    built."""
+    over = {}
+    if getattr(args, "args", None):
+        known = {p.name for p in suite.current().programs}
+        for prog, _ in args.args:
+            if prog not in known:
+                raise KgateError(f"--args {prog}=...: no program {prog!r} in the suites run "
+                                 f"({', '.join(sorted(known))})")
+        over["program_args"] = dict(args.args)
+    if getattr(args, "test_timeout", None):
+        over["timeouts"] = {"test": args.test_timeout,
+                            "job": render.DEFAULTS["timeouts"]["job"] + args.test_timeout}
+    render.check_user_fields(over)
+    return over
 
 
 def add_retry_arg(s):
@@ -481,6 +514,13 @@ def parser():
                        "(--repeat: the runs of a job disagree), 2 usage.")
     add_run_args(s)
     add_repeat_arg(s)
+    add_suite_arg(s)
+    s.add_argument("--args", action="append", type=_program_args, metavar="PROGRAM=ARGS",
+                   help="arguments for a suite's program in every job, e.g. "
+                   "'backlog_fuzz=--seed 1000 --count 5000' (repeatable)")
+    s.add_argument("--test-timeout", type=_positive, metavar="MIN",
+                   help="minutes each suite's test action may take (default: "
+                   f"{render.DEFAULTS['timeouts']['test']}); the job's limit grows by as much")
     s.add_argument("--overlap", action="store_true",
                    help="start a target's jobs as soon as its kernels are built, while the "
                    "next target builds (default: build every kernel first, which was as fast "
@@ -586,6 +626,7 @@ def parser():
                        "undecided by an infrastructure failure; 2 usage.")
     s.add_argument("target", nargs="*",
                    help=f"targets (default: {' '.join(mutants.DEFAULT_TARGETS)})")
+    add_suite_arg(s)
     s.add_argument("--mutant", action="append", metavar="NAME",
                    help="only this mutant: file name, name or number, e.g. 04 (repeatable)")
     s.add_argument("-p", "--parallel", type=_positive, default=2, help="jobs at once (default: 2)")
@@ -689,6 +730,8 @@ def main(argv=None):
         except ValueError as e:
             raise KgateError(str(e)) from None
         args = parser().parse_args(argv)
+        if getattr(args, "suite", None):
+            workspace.use(dataclasses.replace(workspace.current(), only=tuple(args.suite)))
         # The gate's suites, checked before any command reads them: a
         # suite file that cannot be used is a usage error, never a verdict.
         suite.current()

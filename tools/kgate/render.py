@@ -21,6 +21,9 @@ DEFAULTS = {
     "visibility": "public",
     "tags": [],
     "timeouts": {"job": 15, "action": 3, "deploy": 2, "boot": 2, "test": 3, "bench": 6},
+    # Arguments of a suite's program, by name ('kgate.py fuzz': the
+    # fuzz's seed and count).
+    "program_args": {},
 }
 # The benchmark measures kernels meant to ship, not the known-bad control.
 NO_BENCH_VARIANTS = (KNOWN_BAD,)
@@ -86,6 +89,11 @@ USER_FIELDS = {
 }
 
 
+# A program's arguments reach a job's step as they are: words of these
+# characters only, nothing a shell or YAML reads as its own.
+_ARGS = r"[A-Za-z0-9=,._:/+-]+(?: [A-Za-z0-9=,._:/+-]+)*"
+
+
 def check_user_fields(overrides):
     """Refuse a lab field a user gave that the job cannot carry as it is
     (a KgateError naming the flag)."""
@@ -103,6 +111,10 @@ def check_user_fields(overrides):
                                     else "printable text without quotes or backslashes"
                                     if pattern == _PRINTABLE else pattern.replace("|", ", "))
                                  + ")")
+    for prog, args in (overrides.get("program_args") or {}).items():
+        if not isinstance(args, str) or not re.fullmatch(_ARGS, args):
+            raise KgateError(f"arguments of {prog} {args!r}: words of letters, digits and "
+                             "=,._:/+- only")
     timeouts_given = overrides.get("timeouts") or {}
     for k, v in timeouts_given.items():
         if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= 24 * 60:
@@ -193,11 +205,11 @@ def device_path(tgt_name):
     return os.path.join(workspace.current().jobs, "devices", f"{tgt_name}.yaml")
 
 
-def write_local(tgt_name, artifacts, bench=True):
+def write_local(tgt_name, artifacts, bench=True, **overrides):
     """Render, validate and write the local jobs and device of a target.
 
     artifacts: {variant: {'kernel': {'url','sha256'}, 'rootfs': {...}}};
-    bench=False: no job runs the benchmark.
+    bench=False: no job runs the benchmark; overrides as render_job's.
     """
     tgt = target(tgt_name)
     out = {}
@@ -205,7 +217,7 @@ def write_local(tgt_name, artifacts, bench=True):
         if variant not in artifacts:
             continue
         a = artifacts[variant]
-        text = render_job(tgt, variant, a["kernel"], a["rootfs"], bench=bench)
+        text = render_job(tgt, variant, a["kernel"], a["rootfs"], bench=bench, **overrides)
         path = job_path(tgt_name, variant)
         validate_job(text, os.path.relpath(path, TOP))
         atomic_write(path, text)

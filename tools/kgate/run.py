@@ -276,6 +276,9 @@ class Options:
     retry_infra: int = 1
     repeat: int = 1
     overlap: bool = False
+    # The job template's overrides (render.render_job): a program's
+    # arguments, timeouts.
+    job: dict = dataclasses.field(default_factory=dict)
 
 
 def run(target_names, variants=VARIANTS, cand=kernel.NO_CANDIDATE, opts=None, **options):
@@ -368,7 +371,7 @@ class _Run:
         todo, futures = [], []
         for tgt, tvariants in self.plan:
             arts = artifacts(tgt["name"], tvariants, jobs=opts.jobs, cand=self.cand)
-            paths = render.write_local(tgt["name"], arts, bench=opts.bench)
+            paths = render.write_local(tgt["name"], arts, bench=opts.bench, **opts.job)
             if self.run_dir is None:
                 self.start()
             for v in tvariants:

@@ -240,6 +240,16 @@ class Gate:
         """The cases the known-bad control must fail: every suite's."""
         return tuple(c for s in self.suites for c in s.control_must_fail)
 
+    def select(self, names):
+        """The gate of these of its suites, in the gate's order; a name
+        it does not have is a KgateError."""
+        known = [s.name for s in self.suites]
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise KgateError(f"no suite {', '.join(repr(n) for n in unknown)} in the gate "
+                             f"(suites/{GATE_FILE}: {', '.join(known)})")
+        return Gate(suites=tuple(s for s in self.suites if s.name in names))
+
     def suite_of(self, case):
         """The suite whose test program reports case (None: no suite's)."""
         return next((s for s in self.suites if case in s.cases), None)
@@ -276,5 +286,7 @@ def gate(folder=None):
 
 def current():
     """The gate of the workspace in use (suites/gate.yaml unless the
-    workspace names another folder of suites)."""
-    return gate(workspace.current().suites)
+    workspace names another folder of suites), or the suites of it the
+    workspace selects (run --suite)."""
+    ws = workspace.current()
+    return gate(ws.suites).select(ws.only) if ws.only else gate(ws.suites)

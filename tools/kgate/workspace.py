@@ -38,6 +38,8 @@ class Workspace:
     # The folder of suites and of gate.yaml, the suites every job runs
     # (None: suites/ of the checkout; tests use their own).
     suites: str = None
+    # Of those, the suites to run (None: all of them; run --suite).
+    only: tuple = None
 
     @classmethod
     def from_env(cls, environ=None):
