@@ -130,7 +130,7 @@ mutants:
 # about 5 sequences a second).
 fuzz:
 	$(KGATE) run --suite fuzz --variant fixed --parallel $(PARALLEL) \
-		--args "backlog_fuzz=--seed $(or $(SEED),1) --count $(or $(N),1000)" \
+		--args "backlog_fuzz=--seed $(or $(SEED),1) --count $(or $(N),1000) --budget $$(( ($(or $(N),1000) / 150 + 1) * 60 ))" \
 		--test-timeout $$(( $(or $(N),1000) / 150 + 3 )) $(ARCH)
 
 bisect:

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * The guest's backlog_fuzz: the selftest backlog_fuzz.c with its own
- * options (--seed, --count, --max-segs, --max-len, --replay), taken
+ * options (--seed, --count, --max-segs, --max-len, --replay, --budget,
+ * --regressions), taken
  * out of the command line first, and ksft_cli.h's command line over
  * 6.1's harness for the rest (--list, --case, --family, --repeat,
  * --timeout, --ptest, --help).
@@ -15,7 +16,8 @@
 #include "ksft_cli.h"
 
 static const char * const fuzz_options[] = {
-	"--seed", "--count", "--max-segs", "--max-len", "--replay",
+	"--seed", "--count", "--max-segs", "--max-len", "--replay", "--budget",
+	"--regressions",
 };
 
 /* ksft_cli.h's options that take an argument: passed on with it. */
@@ -27,12 +29,20 @@ static const char * const fuzz_cli_with_arg[] = {
 static int fuzz_set(const char *prog, int opt, const char *val)
 {
 	static const struct { long long min, max; } range[] = {
-		{ 0, (1LL << 53) }, { 1, 10000 }, { 2, FZ_SEGS }, { 76, FZ_LEN },
+		{ 0, (1LL << 53) }, { 1, 1000000 }, { 2, FZ_SEGS }, { 76, FZ_LEN },
+		{ 0, 0 }, { 1, 86400 },
 	};
 	long long v;
 
-	if (opt == 4) {
-		fz_replay = val;
+	if (opt == 4 || opt == 6) {
+		if (!*val) {
+			fprintf(stderr, "%s: %s wants a path\n", prog, fuzz_options[opt]);
+			return -1;
+		}
+		if (opt == 4)
+			fz_replay = val;
+		else
+			fz_regressions = val;
 		return 0;
 	}
 	if (ksft_cli_number(val, false, range[opt].min, range[opt].max, &v)) {
@@ -52,6 +62,9 @@ static int fuzz_set(const char *prog, int opt, const char *val)
 		break;
 	case 3:
 		fz_max_len = (unsigned int)v;
+		break;
+	case 5:
+		fz_budget = (unsigned int)v;
 		break;
 	}
 	return 0;
@@ -125,7 +138,11 @@ int main(int argc, char **argv)
 			     "net.ipv4.tcp_backlog_coalesce: held and unheld); what the\n"
 			     "application and the peer see must agree, and every merge must be\n"
 			     "one the merge rules allow. Needs root: each test runs in a network\n"
-			     "namespace of its own. Tests: fuzz.ipv4.random, fuzz.ipv6.random.\n\n"
+			     "namespace of its own. Tests: fuzz.{ipv4,ipv6,ipv4_tap}.random (the\n"
+			     "generated sequences), .regressions (the replay files of a folder:\n"
+			     "sequences that once failed) and .burst (a held burst beyond the\n"
+			     "backlog's limit, merging on and off); ipv4_tap writes through tap,\n"
+			     "whose page-fragment heads the merge steals.\n\n"
 			     "      --seed N        the first sequence's seed (default 1); sequence\n"
 			     "                      i is seed N+i, the same on every architecture\n"
 			     "      --count N       sequences per test (default 64)\n"
@@ -133,7 +150,11 @@ int main(int argc, char **argv)
 			     "      --max-len N     payload bytes per segment at most, 76..1000\n"
 			     "                      (default 400)\n"
 			     "      --replay FILE   play the sequences of FILE instead ('seq', 'seg'\n"
-			     "                      and 'end' lines, as a failure prints them)\n\n"
+			     "                      and 'end' lines, as a failure prints them)\n"
+			     "      --budget S      random stops after S seconds, 1..86400, even\n"
+			     "                      if fewer than --count sequences were played\n"
+			     "      --regressions DIR  the folder of *.seq files regressions plays\n"
+			     "                      (default /usr/share/kgate/fuzz-regressions)\n\n"
 			     "A failing sequence is printed, made smaller while it still fails,\n"
 			     "and printed again: '# fuzz: ' lines that --replay reads.\n",
 			     NULL);

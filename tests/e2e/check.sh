@@ -59,7 +59,7 @@ native_fuzz() {
 	# Random sequences on the host kernel, held against unheld (it has
 	# no kgate sysctl): every one must agree and merge only where the
 	# rules allow.
-	"$native/backlog_fuzz" --count 500 > "$native/fuzz.tap"
+	"$native/backlog_fuzz" --count 500 --regressions guest/fuzz-regressions > "$native/fuzz.tap"
 	rc=$?
 	grep -v '^ok \|^#  *RUN \|^#  *OK \|^# fuzz: seg' "$native/fuzz.tap"
 	[ "$rc" = 0 ]

@@ -40,11 +40,24 @@ def play(prog, args, fault=None, timeout=300):
 
 @needs_root
 def test_random_sequences_agree_on_this_kernel(progs):
-    rc, res, out = play(progs["fuzz"], ["--count", "60", "--seed", "7"])
+    rc, res, out = play(progs["fuzz"], ["--count", "60", "--seed", "7", "--case", "random"])
     assert rc == 0 and res == {"fuzz.ipv4.random": ("pass", ""),
-                               "fuzz.ipv6.random": ("pass", "")}, out
+                               "fuzz.ipv6.random": ("pass", ""),
+                               "fuzz.ipv4_tap.random": ("pass", "")}, out
     merged = [int(m) for m in re.findall(r"^# merging on: (\d+) segments merged", out, re.M)]
-    assert len(merged) == 2 and min(merged) > 0, out
+    assert len(merged) == 3 and min(merged) > 0, out
+
+
+@needs_root
+def test_a_burst_beyond_the_limit_is_partly_dropped(progs):
+    """The held burst: dropped in part, read intact up to what the
+    kernel acknowledges; over tap some of it merges, stolen heads the
+    backlog is charged for."""
+    rc, res, out = play(progs["fuzz"], ["--case", "burst", "--seed", "3"])
+    assert rc == 0 and set(res.values()) == {("pass", "")} and len(res) == 3, out
+    tap = out[out.index("RUN           fuzz.ipv4_tap.burst"):]
+    m = re.search(r"TCPBacklogCoalesce \+(\d+), TCPBacklogDrop \+(\d+)", tap)
+    assert m and int(m.group(1)) > 0 and int(m.group(2)) > 0, out
 
 
 @needs_root
@@ -92,6 +105,60 @@ def test_missing_evidence_is_inconclusive(progs, tmp_path, fault, why):
     assert res.get("fuzz.ipv4.random") == ("skip", why) and rc == 4, out
 
 
+@needs_root
+def test_regressions_play_every_file_of_the_folder(progs, tmp_path):
+    (tmp_path / "a.seq").write_text(PAIR)
+    (tmp_path / "b.seq").write_text(PAIR + PAIR)
+    (tmp_path / "notes.txt").write_text("not a replay file\n")
+    rc, res, out = play(progs["fuzz"], ["--regressions", str(tmp_path), "--case",
+                                        "fuzz.ipv4.regressions"])
+    assert rc == 0 and res == {"fuzz.ipv4.regressions": ("pass", "")}, out
+    assert f"# 3 regression sequences in 2 files of {tmp_path}: 0 failed, 0 not judged" in out
+
+
+@needs_root
+@pytest.mark.parametrize("files", [{}, {"a.txt": PAIR}, None], ids=["empty", "no-seq", "missing"])
+def test_no_regression_to_play_is_a_failure(progs, tmp_path, files):
+    """A folder without replay files (or none) means the regressions
+    were not played: the case fails, it never passes on nothing."""
+    d = tmp_path / "reg"
+    if files is not None:
+        d.mkdir()
+        for name, text in files.items():
+            (d / name).write_text(text)
+    rc, res, out = play(progs["fuzz"], ["--regressions", str(d), "--case", "fuzz.ipv6.regressions"])
+    assert rc == 1 and res["fuzz.ipv6.regressions"][0] == "fail", out
+
+
+@needs_root
+def test_a_regression_that_fails_again_is_printed(progs, tmp_path):
+    (tmp_path / "pair.seq").write_text(PAIR)
+    rc, res, out = play(progs["fuzz_faults"], ["--regressions", str(tmp_path), "--case",
+                                               "fuzz.ipv4.regressions"], fault="gap:4")
+    assert rc == 1 and res["fuzz.ipv4.regressions"][0] == "fail", out
+    assert "pair.seq, sequence 0 FAILED: differential" in out and "# fuzz: seq kdata=0" in out, out
+
+
+@needs_root
+def test_a_regression_not_judged_is_inconclusive(progs, tmp_path):
+    (tmp_path / "pair.seq").write_text(PAIR)
+    rc, res, out = play(progs["fuzz_faults"], ["--regressions", str(tmp_path), "--case",
+                                               "fuzz.ipv4.regressions"], fault="hold")
+    assert rc == 4 and res["fuzz.ipv4.regressions"] == (
+        "skip", "inconclusive: 1 of 1 regression sequences could not be judged"), out
+
+
+@needs_root
+def test_a_spent_budget_ends_random_early(progs):
+    """--budget 1 with more sequences than a second plays: random stops,
+    says how far it came, and judges what it played."""
+    rc, res, out = play(progs["fuzz"], ["--count", "100000", "--budget", "1", "--case",
+                                        "fuzz.ipv4.random"])
+    m = re.search(r"^# time budget of 1 s spent after (\d+) of 100000 sequences", out, re.M)
+    assert m and rc == 0 and res == {"fuzz.ipv4.random": ("pass", "")}, out
+    assert f"# {m.group(1)} sequences from seed 1: {m.group(1)} judged" in out, out
+
+
 @pytest.mark.parametrize("text,says", [
     ("seq kdata=0\nseg off=8 len=5 flags=Z tos=0 win=1 urg=0 ack=0 csum=ok opt=-\nend\n", ":2:"),
     ("seq kdata=0\nseg off=8 len=0 flags=A tos=0 win=1 urg=0 ack=0 csum=bad opt=-\nend\n", ":2:"),
@@ -110,7 +177,9 @@ def test_a_bad_replay_file_is_a_usage_error(progs, tmp_path, text, says):
 
 
 @pytest.mark.parametrize("args,says", [
-    (["--count", "0"], "--count wants 1..10000"),
+    (["--count", "0"], "--count wants 1..1000000"),
+    (["--budget", "0"], "--budget wants 1..86400"),
+    (["--regressions", ""], "--regressions wants a path"),
     (["--max-segs", "17"], "--max-segs wants 2..16"),
     (["--max-len", "75"], "--max-len wants 76..1000"),
     (["--seed", "-1"], "--seed wants 0.."),

@@ -26,8 +26,12 @@ def test_the_backlog_suite_is_what_the_judge_and_the_build_use():
     assert g.bench_run_cases == ("backlog_bench-run",) and g.bench_definitions == ("kgate-bench",)
     assert list(g.control_must_fail) == [f"backlog.ipv{v}.data_{c}" for v in (4, 6)
                                          for c in ("fin", "rst", "noack")] + \
-        ["fuzz.ipv4.random", "fuzz.ipv6.random"]
+        ["fuzz.ipv4.random", "fuzz.ipv4.regressions", "fuzz.ipv6.random", "fuzz.ipv6.regressions",
+         "fuzz.ipv4_tap.random", "fuzz.ipv4_tap.regressions"]
     assert rootfs.test_programs() == {p.name: list(p.sources) for x in g.suites for p in x.programs}
+    # the fuzz suite's replay files of past failures, in every initramfs
+    assert rootfs.test_data() == {"fuzz-regressions": "/usr/share/kgate/fuzz-regressions"}
+    assert any(f.endswith(".seq") for f in os.listdir(os.path.join(suite.GUEST, "fuzz-regressions")))
     for src in s.sources:
         assert os.path.isfile(os.path.join(suite.GUEST, src)), src
 
@@ -165,7 +169,12 @@ def test_a_gate_whose_suites_clash_is_refused(tmp_path, names, change, what):
     lambda d: d["programs"]["backlog_coalesce"]["faults"].pop("wrap"),
     lambda d: d["programs"]["backlog_coalesce"]["faults"].update(sources=["../f.c"]),
     lambda d: d["programs"]["test_pkt"].update(faults=d["programs"]["backlog_coalesce"]["faults"]),
-], ids=range(22))
+    lambda d: d.update(data=["../guest"]),
+    lambda d: d.update(data=["no-such-folder"]),
+    lambda d: d.update(data="fuzz-regressions"),
+    lambda d: d.update(data=["backlog_pkt.c"]),
+    lambda d: d.update(extra=1),
+], ids=range(27))
 def test_a_malformed_suite_is_refused(tmp_path, change):
     _write(tmp_path, change)
     with pytest.raises(common.KgateError):
@@ -181,7 +190,7 @@ def test_a_broken_suite_file_stops_kgate_with_a_usage_error(tmp_path):
     """The suite is read when kgate starts: a file that cannot be used
     is exit 2, never 1 (a regression's code) from a traceback."""
     top = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-    for d in ("tools", "suites", "templates", "kernel"):
+    for d in ("tools", "suites", "templates", "kernel", "guest"):
         shutil.copytree(os.path.join(top, d), tmp_path / d,
                         ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(os.path.join(top, "targets.yaml"), tmp_path)
@@ -253,3 +262,21 @@ def test_args_and_test_timeout_reach_the_job(tmp_path, use_workspace):
     assert job["timeouts"]["job"] == {"minutes": 55}
     assert {a["test"]["timeout"]["minutes"] for a in job["actions"] if "test" in a
             and a["test"]["definitions"][0]["name"] != "kgate-bench"} == {40}
+
+
+def test_a_suites_data_folder_is_in_the_initramfs(tmp_path):
+    """The fuzz suite's regressions reach the guest: rootfs puts its
+    data folder under /usr/share/kgate/, every file of it."""
+    bb = tmp_path / "bb"
+    bb.mkdir()
+    (bb / "busybox").write_text("")
+    (bb / "busybox.links").write_text("/bin/sh\n")
+    stage = tmp_path / "root"
+    stage.mkdir()
+    rootfs._assemble(str(stage), str(bb), {})
+    src = os.path.join(suite.GUEST, "fuzz-regressions")
+    got = stage / "usr" / "share" / "kgate" / "fuzz-regressions"
+    assert sorted(os.listdir(got)) == sorted(os.listdir(src))
+    for name in os.listdir(src):
+        with open(os.path.join(src, name), encoding="utf-8") as f:
+            assert (got / name).read_text() == f.read()

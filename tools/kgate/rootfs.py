@@ -148,6 +148,12 @@ def test_headers():
     return sorted({h for s in suite.current().suites for h in s.headers})
 
 
+def test_data():
+    """{folder under guest/: where the initramfs has it}: the data
+    folders of the gate's suites."""
+    return {d: suite.DATA_DIR + "/" + d for s in suite.current().suites for d in s.data}
+
+
 def faults_program(prog):
     """The name of the native copy of a test program linked with its
     test-the-test hooks."""
@@ -190,6 +196,9 @@ def rootfs_key(tgt, bb_dir):
         with open(os.path.join(GUEST, s), "rb") as f:
             _hash(h, s, f.read())
     _hash_tree(h, os.path.join(TOP, "rootfs", "files"))
+    for d, where in sorted(test_data().items()):
+        _hash(h, where)
+        _hash_tree(h, os.path.join(GUEST, d))
     return h.hexdigest()
 
 
@@ -211,6 +220,9 @@ def _assemble(stage, bb_dir, progs):
     shutil.copytree(os.path.join(TOP, "rootfs", "files"), stage, symlinks=True, dirs_exist_ok=True)
     for prog, path in progs.items():
         shutil.copy2(path, os.path.join(stage, "usr", "bin", prog))
+    for d, where in test_data().items():
+        shutil.copytree(os.path.join(GUEST, d), os.path.join(stage, where.lstrip("/")),
+                        symlinks=False)
 
 
 def build(tgt_name, jobs=None, force=False):

@@ -22,6 +22,10 @@ GATE_FILE = "gate.yaml"
 ROLES = ("unit", "test", "bench")
 _KEYS = {"name", "title", "definition", "description", "programs", "headers", "cases",
          "control_must_fail"}
+# data: folders under guest/ the suite's programs read at run time,
+# installed in the initramfs as /usr/share/kgate/<folder>/.
+_SUITE_OPTIONAL = {"data"}
+DATA_DIR = "/usr/share/kgate"
 # A program's name is a file name in /usr/bin and a job's step; a
 # definition's, a LAVA test definition's and a case prefix.
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
@@ -62,6 +66,7 @@ class Suite:
     cases: tuple              # the test program's cases, in --list order
     fixture: str
     control_must_fail: tuple
+    data: tuple = ()          # folders under guest/, installed under DATA_DIR
 
     def role(self, role):
         """The suite's one program of that role (None if it has none)."""
@@ -115,8 +120,9 @@ def load(name=DEFAULT, folder=None):
             data = yaml.load(f, Loader=StrictYamlLoader)  # noqa: S506 - a SafeLoader
     except (OSError, yaml.YAMLError) as e:
         raise KgateError(f"suite {name!r}: {e}") from None
-    if not isinstance(data, dict) or set(data) != _KEYS:
-        _fail(path, f"wants exactly {', '.join(sorted(_KEYS))}")
+    if not isinstance(data, dict) or not _KEYS <= set(data) <= _KEYS | _SUITE_OPTIONAL:
+        _fail(path, f"wants exactly {', '.join(sorted(_KEYS))} (and may have "
+              f"{', '.join(sorted(_SUITE_OPTIONAL))})")
     if data["name"] != name:
         _fail(path, f"names itself {data['name']!r}")
     for key in ("title", "definition", "description"):
@@ -179,7 +185,12 @@ def load(name=DEFAULT, folder=None):
     out = Suite(name=name, title=data["title"], definition=data["definition"],
                 description=data["description"], programs=tuple(programs),
                 headers=_names(path, data["headers"], "headers"), cases=names,
-                fixture=cases["fixture"], control_must_fail=must)
+                fixture=cases["fixture"], control_must_fail=must,
+                data=_names(path, data["data"], "data") if "data" in data else ())
+    for d in out.data:
+        if os.path.basename(d) != d or not _NAME.fullmatch(d) or \
+                not os.path.isdir(os.path.join(GUEST, d)):
+            _fail(path, f"data {d!r}: a folder directly under guest/")
     for src in out.sources + sorted({s for p in programs for s in p.faults}):
         if os.path.basename(src) != src:
             _fail(path, f"{src}: a file directly under guest/")
