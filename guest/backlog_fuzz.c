@@ -214,6 +214,24 @@ static void fz_gen_opts(unsigned long long *st, struct fz_seg *g)
 }
 
 /*
+ * Make g the data that follows p in sequence, with p's DS field,
+ * options, ACK and window: a segment the rules let merge into p, when p
+ * is itself one that can be a tail (its end is cur, a good checksum, an
+ * ACK without SYN, RST, URG or FIN).
+ */
+static void fz_gen_follow(unsigned long long *st, const struct fz_seg *p, struct fz_seg *g,
+			  unsigned int cur)
+{
+	if (p->off + p->len != cur || p->bad_csum || !(p->flags & PKT_ACK) ||
+	    p->flags & (PKT_SYN | PKT_RST | PKT_URG | PKT_FIN))
+		return;
+	*g = *p;
+	g->off = cur;
+	g->len = 1 + fz_below(st, fz_max_len);
+	g->flags = PKT_ACK | (p->flags & (PKT_ECE | PKT_CWR)) | (fz_chance(st, 30) ? PKT_PSH : 0);
+}
+
+/*
  * The sequence of seed: its segments in the order written. Offsets
  * start after the prime; a FIN ends what may follow in sequence space.
  */
@@ -242,6 +260,8 @@ static void fz_generate(unsigned long long seed, struct fz_seq *q)
 	/* What most segments of this sequence share: so that pairs merge. */
 	fz_gen_opts(&st, &base);
 	base.tos = fz_chance(&st, 85) ? 0 : tos[fz_below(&st, 4)];
+	/* An ECN peer: ECE or CWR on most of its segments, so that pairs share it. */
+	base.flags = (fz_chance(&st, 15) ? PKT_ECE : 0) | (fz_chance(&st, 10) ? PKT_CWR : 0);
 	q->n = 2 + fz_below(&st, fz_max_segs - 1);
 	for (i = 0; i < q->n; i++) {
 		struct fz_seg *g = &q->s[i];
@@ -267,7 +287,8 @@ static void fz_generate(unsigned long long seed, struct fz_seq *q)
 			   (fz_chance(&st, 5) ? PKT_URG : 0) |
 			   (fz_chance(&st, 3) ? PKT_SYN : 0) |
 			   (fz_chance(&st, 6) ? PKT_ECE : 0) |
-			   (fz_chance(&st, 6) ? PKT_CWR : 0);
+			   (fz_chance(&st, 6) ? PKT_CWR : 0) |
+			   (fz_chance(&st, 90) ? base.flags : 0);
 		if (g->flags & PKT_URG)
 			g->urg = g->len ? 1 + fz_below(&st, g->len) : 1;
 		g->tos = fz_chance(&st, 90) ? base.tos : tos[fz_below(&st, 4)];
@@ -280,6 +301,12 @@ static void fz_generate(unsigned long long seed, struct fz_seq *q)
 		} else {
 			fz_gen_opts(&st, g);
 		}
+		/*
+		 * A late last segment is mostly one that may merge into the
+		 * segment before it, so that the merge's timestamp shows.
+		 */
+		if (q->late && i && i == q->n - 1 && fz_chance(&st, 70))
+			fz_gen_follow(&st, &q->s[i - 1], g, cur);
 		/*
 		 * One FIN, and nothing in sequence space beyond it: what would
 		 * go there is an empty segment right after it (an ACK), which
