@@ -105,6 +105,18 @@ def test_missing_evidence_is_inconclusive(progs, tmp_path, fault, why):
     assert res.get("fuzz.ipv4.random") == ("skip", why) and rc == 4, out
 
 
+def test_every_regression_file_is_a_replay_file(progs):
+    """A broken file in the suite's regression folder is found here, in
+    make check, not first as a failing case in a lab's job."""
+    d = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "guest",
+                     "fuzz-regressions")
+    files = sorted(f for f in os.listdir(d) if f.endswith(".seq"))
+    assert files
+    for name in files:
+        r = run(progs["fuzz"], ["--replay", os.path.join(d, name), "--list"])
+        assert r.returncode == 0 and r.stderr == "", (name, r.stderr)
+
+
 @needs_root
 def test_regressions_play_every_file_of_the_folder(progs, tmp_path):
     (tmp_path / "a.seq").write_text(PAIR)
